@@ -1,0 +1,33 @@
+"""Exceptions raised by streamproc. Every message names what was wrong and the offending value."""
+
+from __future__ import annotations
+
+
+class StreamprocError(Exception):
+    """Base class of streamproc's own errors."""
+
+
+class SerializationError(StreamprocError, ValueError):
+    """A serde could not turn a value into bytes or bytes into a value."""
+
+
+class TopologyError(StreamprocError, ValueError):
+    """The topology is invalid (raised when it is built)."""
+
+
+class ProcessingError(StreamprocError):
+    """A user function raised while a record was processed; carries the record's position."""
+
+    def __init__(self, message: str, *, key: object = None, topic: str | None = None,
+                 partition: int | None = None, offset: int | None = None,
+                 operator: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.operator = operator
+
+
+class TaskFailedError(StreamprocError):
+    """A task cannot go on (delivery timeout, fenced producer, fatal processing error)."""

@@ -1,0 +1,153 @@
+"""Serdes: turn keys and values into bytes at the Kafka boundary, and back.
+
+Stores hold Python objects; bytes appear only on topics and changelogs. ``None`` always maps to
+``None`` (a Kafka null / tombstone) in both directions.
+
+A failure raises :class:`~streamproc.errors.SerializationError` naming the serde, the topic or
+store (``where``), and the offending value or bytes (truncated)::
+
+    >>> INT.deserialize(b"abc", where="topic 'clicks'")
+    Traceback (most recent call last):
+    ...
+    streamproc.errors.SerializationError: int serde cannot deserialize 3 bytes from topic 'clicks': ...
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Callable
+
+from .errors import SerializationError
+
+__all__ = ["Serde", "BYTES", "STRING", "INT", "INT32", "FLOAT", "JSON", "by_name", "show_bytes"]
+
+_MAX_SHOWN = 64
+
+
+def show_bytes(data: bytes | bytearray | memoryview, limit: int = _MAX_SHOWN) -> str:
+    """A printable, truncated rendering of ``data`` for error messages."""
+    raw = bytes(data)
+    shown = repr(raw[:limit])
+    return shown + (f"... ({len(raw)} bytes)" if len(raw) > limit else "")
+
+
+def _show_value(value: Any, limit: int = _MAX_SHOWN) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class Serde:
+    """A named pair of functions ``to_bytes(value) -> bytes`` and ``from_bytes(bytes) -> value``."""
+
+    __slots__ = ("name", "_to", "_from")
+
+    def __init__(self, name: str, to_bytes: Callable[[Any], bytes], from_bytes: Callable[[bytes], Any]):
+        self.name = name
+        self._to = to_bytes
+        self._from = from_bytes
+
+    def serialize(self, value: Any, where: str = "") -> bytes | None:
+        if value is None:
+            return None
+        try:
+            return self._to(value)
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            loc = f" for {where}" if where else ""
+            raise SerializationError(
+                f"{self.name} serde cannot serialize {type(value).__name__} value {_show_value(value)}{loc}: {exc}"
+            ) from exc
+
+    def deserialize(self, data: bytes | None, where: str = "") -> Any:
+        if data is None:
+            return None
+        try:
+            return self._from(data)
+        except Exception as exc:  # noqa: BLE001 - re-raised with context
+            loc = f" from {where}" if where else ""
+            raise SerializationError(
+                f"{self.name} serde cannot deserialize {len(data)} bytes{loc}: {exc}; bytes={show_bytes(data)}"
+            ) from exc
+
+    def __repr__(self) -> str:
+        return f"Serde({self.name!r})"
+
+
+def _bytes_to(value: Any) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(value).__name__}")
+    return bytes(value)
+
+
+def _str_to(value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"expected str, got {type(value).__name__}")
+    return value.encode("utf-8")
+
+
+def _int_to(value: Any) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected int, got {type(value).__name__}")
+    return value.to_bytes(8, "big", signed=True)
+
+
+def _int_from(data: bytes) -> int:
+    if len(data) != 8:
+        raise ValueError(f"expected 8 bytes (a big-endian int64), got {len(data)}")
+    return int.from_bytes(data, "big", signed=True)
+
+
+def _int32_to(value: Any) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected int, got {type(value).__name__}")
+    return value.to_bytes(4, "big", signed=True)
+
+
+def _int32_from(data: bytes) -> int:
+    if len(data) != 4:
+        raise ValueError(f"expected 4 bytes (a big-endian int32), got {len(data)}")
+    return int.from_bytes(data, "big", signed=True)
+
+
+_DOUBLE = struct.Struct(">d")
+
+
+def _float_to(value: Any) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected float, got {type(value).__name__}")
+    return _DOUBLE.pack(float(value))
+
+
+def _float_from(data: bytes) -> float:
+    if len(data) != 8:
+        raise ValueError(f"expected 8 bytes (a big-endian IEEE-754 double), got {len(data)}")
+    return _DOUBLE.unpack(data)[0]
+
+
+_json_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _json_to(value: Any) -> bytes:
+    return _json_encoder.encode(value).encode("utf-8")
+
+
+def _json_from(data: bytes) -> Any:
+    return json.loads(data)
+
+
+BYTES = Serde("bytes", _bytes_to, bytes)
+STRING = Serde("string", _str_to, lambda b: bytes(b).decode("utf-8"))
+INT = Serde("int", _int_to, _int_from)
+INT32 = Serde("int32", _int32_to, _int32_from)
+FLOAT = Serde("float", _float_to, _float_from)
+JSON = Serde("json", _json_to, _json_from)
+
+_BY_NAME = {s.name: s for s in (BYTES, STRING, INT, INT32, FLOAT, JSON)}
+
+
+def by_name(name: str) -> Serde:
+    """Look a built-in serde up by name (``bytes``, ``string``, ``int``, ``int32``, ``float``, ``json``)."""
+    try:
+        return _BY_NAME[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown serde {name!r}; built-in serdes are {sorted(_BY_NAME)}") from None
