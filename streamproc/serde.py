@@ -151,3 +151,20 @@ def by_name(name: str) -> Serde:
         return _BY_NAME[name.lower()]
     except KeyError:
         raise ValueError(f"unknown serde {name!r}; built-in serdes are {sorted(_BY_NAME)}") from None
+
+
+def _tuplify(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuplify(v) for v in value)
+    return value
+
+
+def _json_key_from(data: bytes) -> Any:
+    return _tuplify(json.loads(data))
+
+
+#: JSON for keys: arrays decode as (nested) tuples, so a tuple key survives a round trip hashable.
+#: Change-logged stores use it for keys when no key serde is given.
+JSON_KEY = Serde("json-key", _json_to, _json_key_from)
+
+__all__ += ["JSON_KEY"]

@@ -1,1 +1,35 @@
-"""processors"""
+"""The operators the DSL compiles to. Each is a :class:`~streamproc.processors.base.Processor`."""
+
+from .base import Processor
+from .io import SinkProcessor, SourceProcessor
+from .session_aggregate import SessionAggregateProcessor
+from .stateless import (
+                        BranchProcessor,
+                        FilterProcessor,
+                        FlatMapProcessor,
+                        FlatMapValuesProcessor,
+                        MapProcessor,
+                        MapValuesProcessor,
+                        PassThroughProcessor,
+                        PeekProcessor,
+                        SelectKeyProcessor,
+)
+from .table import StreamTableJoinProcessor, TableSourceProcessor
+
+__all__ = [
+                        "BranchProcessor",
+                        "FilterProcessor",
+                        "FlatMapProcessor",
+                        "FlatMapValuesProcessor",
+                        "MapProcessor",
+                        "MapValuesProcessor",
+                        "PassThroughProcessor",
+                        "PeekProcessor",
+                        "Processor",
+                        "SelectKeyProcessor",
+                        "SessionAggregateProcessor",
+                        "SinkProcessor",
+                        "SourceProcessor",
+                        "StreamTableJoinProcessor",
+                        "TableSourceProcessor",
+]

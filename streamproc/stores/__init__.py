@@ -1,1 +1,45 @@
-"""stores"""
+"""State stores: key-value, window (KIP-428), session (KIP-94), versioned (KIP-889), change-logging.
+
+The in-memory stores hold Python objects and know nothing of Kafka; :func:`change_logged` wraps any
+of them so its writes become changelog records (see ``changelog.py``). Rules: SEMANTICS.md §1-3, §5.
+"""
+
+from __future__ import annotations
+
+from .changelog import (
+    ChangeLoggingKeyValueStore,
+    ChangeLoggingSessionStore,
+    ChangeLoggingStore,
+    ChangeLoggingVersionedStore,
+    ChangeLoggingWindowStore,
+    change_logged,
+)
+from .changelog_format import ADDITIONAL_RETENTION_MS, ChangelogRecord, changelog_topic_config
+from .factory import Stores
+from .iterators import StoreIterator
+from .key_value import KeyValueStore
+from .session import SessionStore
+from .versioned import NOT_PUT, VALID_TO_UNDEFINED, VersionedKeyValueStore, VersionedRecord, default_segment_interval
+from .window import WindowStore
+
+__all__ = [
+    "Stores",
+    "KeyValueStore",
+    "WindowStore",
+    "SessionStore",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
+    "NOT_PUT",
+    "VALID_TO_UNDEFINED",
+    "default_segment_interval",
+    "StoreIterator",
+    "ChangelogRecord",
+    "change_logged",
+    "changelog_topic_config",
+    "ChangeLoggingStore",
+    "ChangeLoggingKeyValueStore",
+    "ChangeLoggingWindowStore",
+    "ChangeLoggingSessionStore",
+    "ChangeLoggingVersionedStore",
+    "ADDITIONAL_RETENTION_MS",
+]

@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""End-to-end throughput of the daemon (sessions topology) next to a raw aiokafka passthrough.
+
+Both run against the same real broker, in the same run, each in its own process (so CPU time and
+peak RSS are per phase), on uvloop, over the same input: ``--records N`` clicks (string keys, JSON
+values) on an 8-partition topic.
+
+* **passthrough** (the ceiling): a consumer in its own group, ``getmany`` batches, every record
+  re-sent unchanged through ``create_batch``/``send_batch`` (the same producer path the daemon
+  uses), offsets committed after the sends are acknowledged. No deserialisation, no state.
+* **daemon**: ``StreamApp`` running ``topologies.sessions`` (deserialise, session-window count with
+  a change-logged store, emit on close, serialise, delayed acks, commits).
+
+The clock runs from "the group has its partitions" to "every input offset is committed" (so topic
+creation and the group join are not counted, the final commit is). Printed: records/s of input,
+the ratio daemon/passthrough (target >= 0.5), CPU seconds (user+sys) and peak RSS per phase.
+A third row runs the sessions ``Task`` alone over the same records (read first, untimed): the
+topology's own processing cost without Kafka I/O, which bounds what any daemon can reach.
+
+``--profile`` re-runs the daemon phase under ``py-spy record`` and prints the top frames (self
+samples) and the top streamproc functions (inclusive samples).
+
+Broker: ``--bootstrap`` or ``$KAFKA_BOOTSTRAP_SERVERS``; otherwise a local one is started with
+``scripts/kafka/localkafka.py`` and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import importlib.util
+import json
+import multiprocessing as mp
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+PARTITIONS = 8
+
+
+def _localkafka() -> Any:
+    spec = importlib.util.spec_from_file_location("localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["localkafka"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1)])
+        for _ in range(100):
+            described = await admin.describe_topics([name])
+            if described and described[0]["error_code"] == 0 and len(described[0]["partitions"]) == partitions:
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
+async def _produce_input(bootstrap: str, topic: str, n: int) -> dict[int, int]:
+    """``n`` clicks of 5000 users, event time ~1 s apart (many sessions close); returns end offsets."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    from streamproc.runtime.producer import partition_for
+
+    rng = random.Random(1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024, acks="all")
+    await producer.start()
+    try:
+        batches: dict[int, Any] = {}
+        futures = []
+        for i in range(n):
+            key = f"user-{rng.randrange(5000):05d}".encode()
+            value = json.dumps({"page": f"/p/{rng.randrange(100)}", "ref": "bench"}).encode()
+            p = partition_for(key, PARTITIONS)
+            b = batches.get(p)
+            if b is None:
+                b = batches[p] = producer.create_batch()
+            if b.append(key=key, value=value, timestamp=1_700_000_000_000 + i * 1_000) is None:
+                futures.append(await producer.send_batch(b, topic, partition=p))
+                b = batches[p] = producer.create_batch()
+                b.append(key=key, value=value, timestamp=1_700_000_000_000 + i * 1_000)
+        for p, b in batches.items():
+            futures.append(await producer.send_batch(b, topic, partition=p))
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        return {tp.partition: off for tp, off in ends.items()}
+    finally:
+        await consumer.stop()
+
+
+# ---- phases (each in a child process) ----------------------------------------------------------
+
+
+async def _passthrough(bootstrap: str, source: str, ends: dict[int, int]) -> float:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    sink = f"bench-pass-{uuid.uuid4().hex[:8]}"
+    await _create_topic(bootstrap, sink, PARTITIONS)
+    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"bench-pass-{uuid.uuid4().hex[:8]}",
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_wait_ms=100)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+                                max_batch_size=512 * 1024)
+    await producer.start()
+    await consumer.start()
+    try:
+        while not consumer.assignment():
+            await consumer.getmany(timeout_ms=100)
+        started = time.perf_counter()
+        done: dict[int, int] = {}
+        total = sum(ends.values())
+        seen = 0
+        while seen < total:
+            batch = await consumer.getmany(timeout_ms=100, max_records=5000)
+            futures = []
+            offsets = {}
+            for tp, records in batch.items():
+                b = producer.create_batch()
+                for r in records:
+                    if b.append(key=r.key, value=r.value, timestamp=r.timestamp, headers=list(r.headers)) is None:
+                        futures.append(await producer.send_batch(b, sink, partition=tp.partition))
+                        b = producer.create_batch()
+                        b.append(key=r.key, value=r.value, timestamp=r.timestamp, headers=list(r.headers))
+                futures.append(await producer.send_batch(b, sink, partition=tp.partition))
+                offsets[tp] = records[-1].offset + 1
+                seen += len(records)
+            if futures:
+                await asyncio.gather(*futures)
+                await consumer.commit(offsets)
+                done.update({tp.partition: o for tp, o in offsets.items()})
+        elapsed = time.perf_counter() - started
+        assert all(done.get(p, 0) >= e for p, e in ends.items() if e), (done, ends)
+        return elapsed
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+async def _daemon(bootstrap: str, source: str, ends: dict[int, int]) -> float:
+    from aiokafka import TopicPartition
+
+    from streamproc.config import Config
+    from streamproc.runtime.app import StreamApp
+    from topologies import sessions
+
+    sessions.INPUT = source
+    sessions.OUTPUT = f"bench-sessions-{uuid.uuid4().hex[:8]}"
+    app = StreamApp(sessions.build(), Config(application_id=f"bench-daemon-{uuid.uuid4().hex[:8]}",
+                                             bootstrap_servers=bootstrap, commit_interval_ms=500,
+                                             log_level="WARNING"))
+    runner = asyncio.create_task(app.run())
+    want = {TopicPartition(source, p): e for p, e in ends.items() if e}
+    try:
+        while len(app.tasks.running()) < PARTITIONS:
+            if runner.done():
+                await runner
+            await asyncio.sleep(0.005)
+        started = time.perf_counter()
+        while any(app.committer.committed.get(tp, 0) < e for tp, e in want.items()):
+            if runner.done():
+                await runner
+            await asyncio.sleep(0.005)
+        return time.perf_counter() - started
+    finally:
+        await app.stop()
+        await runner
+
+
+async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float:
+    """The sessions Task alone over the same records (read first, untimed): the processing cost
+    without any Kafka I/O, i.e. what the daemon could reach with free I/O."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from streamproc.runtime.task import Task
+    from topologies import sessions
+
+    sessions.INPUT = source
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    by_partition: dict[int, list[Any]] = {p: [] for p in ends}
+    try:
+        consumer.assign([TopicPartition(source, p) for p in ends])
+        await consumer.seek_to_beginning()
+        while sum(len(v) for v in by_partition.values()) < sum(ends.values()):
+            for tp, records in (await consumer.getmany(timeout_ms=200, max_records=10_000)).items():
+                by_partition[tp.partition].extend(records)
+    finally:
+        await consumer.stop()
+    topology = sessions.build()
+    started = time.perf_counter()
+    for p, records in by_partition.items():
+        task = Task(topology, 0, p, "bench-task")
+        for i in range(0, len(records), 5000):
+            task.process(source, p, records[i:i + 5000])
+            task.drain_outputs()
+        task.drain_changelogs()
+        task.close()
+    return time.perf_counter() - started
+
+
+def _child(phase: str, bootstrap: str, source: str, ends: dict[int, int], out: Any) -> None:
+    import uvloop
+
+    fn = {"passthrough": _passthrough, "daemon": _daemon, "task": _task_only}[phase]
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    elapsed = uvloop.run(fn(bootstrap, source, ends))
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    out.put({"elapsed": elapsed, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+             "rss_mb": after.ru_maxrss / 1024})
+
+
+def run_phase(phase: str, bootstrap: str, source: str, ends: dict[int, int]) -> dict[str, float]:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(phase, bootstrap, source, ends, q))
+    p.start()
+    result = q.get(timeout=1800)
+    p.join()
+    return result
+
+
+def _function(frame: str) -> str:
+    """``name (path:line)`` -> ``name (path)``: inclusive time per function, not per line."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rsplit(':', 1)[0]})" if where else name
+
+
+def profile_daemon(bootstrap: str, source: str, ends: dict[int, int], top: int = 15) -> None:
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(pyspy).exists():
+        print("py-spy not installed: skipping the profile (pip install py-spy)")
+        return
+    raw = Path(tempfile.mkdtemp()) / "daemon.folded"
+    cmd = [pyspy, "record", "--format", "raw", "--rate", "200", "--output", str(raw), "--",
+           sys.executable, __file__, "--phase-daemon", bootstrap, source, json.dumps(ends)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    self_samples: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        self_samples[frames[-1]] += n
+        for f in {_function(f) for f in frames}:
+            if "streamproc" in f or "topologies" in f:
+                inclusive[f] += n
+    print(f"\npy-spy profile of the daemon phase ({total} samples)\ntop frames by self samples:")
+    for frame, n in self_samples.most_common(top):
+        print(f"  {100 * n / total:5.1f}%  {frame}")
+    print("top streamproc functions by inclusive samples:")
+    for frame, n in inclusive.most_common(top):
+        print(f"  {100 * n / total:5.1f}%  {frame}")
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--phase-daemon":  # the profiled child
+        import uvloop
+
+        uvloop.run(_daemon(sys.argv[2], sys.argv[3], {int(k): v for k, v in json.loads(sys.argv[4]).items()}))
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    ap.add_argument("--profile", action="store_true", help="profile the daemon phase with py-spy")
+    args = ap.parse_args()
+    handle = None
+    bootstrap = args.bootstrap
+    if not bootstrap:
+        handle = _localkafka().start_single(timeout=180)
+        bootstrap = handle.bootstrap
+    try:
+        source = f"bench-clicks-{uuid.uuid4().hex[:8]}"
+        asyncio.run(_create_topic(bootstrap, source, PARTITIONS))
+        t = time.perf_counter()
+        ends = asyncio.run(_produce_input(bootstrap, source, args.records))
+        print(f"input: {sum(ends.values())} records on {PARTITIONS} partitions of {source} "
+              f"(produced in {time.perf_counter() - t:.1f} s); broker {bootstrap}")
+        n = sum(ends.values())
+        base = run_phase("passthrough", bootstrap, source, ends)
+        daemon = run_phase("daemon", bootstrap, source, ends)
+        task = run_phase("task", bootstrap, source, ends)
+        rows = [("aiokafka passthrough (ceiling)", base), ("daemon, sessions topology", daemon),
+                ("sessions Task alone, no Kafka", task)]
+        print(f"\n{'phase':34} {'records/s':>12} {'seconds':>9} {'CPU s':>8} {'peak RSS MB':>12}")
+        for name, r in rows:
+            print(f"{name:34} {n / r['elapsed']:12,.0f} {r['elapsed']:9.2f} {r['cpu']:8.2f} {r['rss_mb']:12.1f}")
+        ratio = (n / daemon["elapsed"]) / (n / base["elapsed"])
+        print(f"\nratio daemon / passthrough: {ratio:.2f} (target >= 0.5)")
+        print(f"daemon / Task alone: {task['elapsed'] / daemon['elapsed']:.2f} (share of the daemon's time spent "
+              f"in the topology itself)")
+        print(f"CPU per record: passthrough {1e6 * base['cpu'] / n:.1f} us, daemon {1e6 * daemon['cpu'] / n:.1f} us")
+        if args.profile:
+            profile_daemon(bootstrap, source, ends)
+    finally:
+        if handle is not None:
+            handle.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by the README's two commands (scripts/demo.sh, scripts/test.sh) and CI.
+#
+#   1. python venv   : $STREAMPROC_VENV (default .venv), created with python3.11 when missing
+#   2. package       : pip install -e '.[test]' when pyproject.toml changed since the last install
+#   3. kafka jars    : scripts/kafka/localkafka.py install (mvn; no download once cached)
+#   4. spark jars    : scripts/spark/fetch_jars.py (the Spark connector; no download once cached)
+#
+# Caches live outside git: $STREAMPROC_CACHE (default ~/.cache/streamproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${STREAMPROC_VENV:-.venv}"
+
+step() { printf '\n== setup: %s ==\n' "$*"; }
+
+find_python() {
+  for candidate in "${PYTHON:-}" python3.11 python3; do
+    [ -n "$candidate" ] || continue
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+      echo "$candidate"; return 0
+    fi
+  done
+  echo "setup: need Python >= 3.11 (python3.11 not found)" >&2
+  return 1
+}
+
+setup_venv() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    step "python venv ($VENV)"
+    "$(find_python)" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  fi
+}
+
+install_package() {
+  local stamp="$VENV/.streamproc-installed" want
+  want="$(sha256sum pyproject.toml | cut -d' ' -f1) $(pwd)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] ||
+     ! "$VENV/bin/python" -c 'import streamproc, aiokafka, pytest, hypothesis, yaml' 2>/dev/null; then
+    step "pip install -e '.[test]'"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    echo "$want" > "$stamp"
+  fi
+}
+
+fetch_kafka_jars() {
+  step "kafka jars (Maven Central)"
+  "$VENV/bin/python" scripts/kafka/localkafka.py install
+}
+
+# Hook owned by the Spark work: fetch the spark-sql-kafka connector jars for PySpark.
+fetch_spark_jars() {
+  if [ -f scripts/spark/fetch_jars.py ]; then
+    step "spark kafka-connector jars (Maven Central)"
+    "$VENV/bin/python" scripts/spark/fetch_jars.py
+  fi
+}
+
+setup_venv
+install_package
+fetch_kafka_jars
+fetch_spark_jars

@@ -1,0 +1,13 @@
+#!/usr/bin/env python3
+"""Fetch the Spark Kafka connector jars into the streamproc cache (see streamproc/spark/jars.py).
+
+    .venv/bin/python scripts/spark/fetch_jars.py            # idempotent; prints the jar paths
+    STREAMPROC_CACHE=/tmp/c .venv/bin/python scripts/spark/fetch_jars.py
+"""
+
+import sys
+
+from streamproc.spark.jars import main
+
+if __name__ == "__main__":
+    sys.exit(main())

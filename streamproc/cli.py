@@ -1,0 +1,229 @@
+"""The ``streamproc`` command: ``run`` and ``describe`` (``reprocess`` plugs in the same way).
+
+::
+
+    streamproc run topologies.sessions --bootstrap-servers localhost:9092 --application-id sessions
+    streamproc describe topologies.currency
+
+``MODULE[:ATTR]`` names a module exposing ``build() -> Topology`` or a ``topology`` attribute; with
+``:ATTR`` that attribute is used (a Topology, or a callable returning one). ``run`` takes every
+setting of :class:`~streamproc.config.Config` as a flag (``--commit-interval-ms 500``), plus
+``--config FILE``; ``STREAMPROC_*`` variables and the file fill in what flags do not give.
+
+Exit status: 0 after a graceful stop (SIGTERM/SIGINT: stop fetching, finish the batch, commit,
+close, within ``shutdown_timeout_ms``; a second signal exits at once), 1 on a fatal error (printed
+as one clear line), 2 on a usage or configuration error.
+
+Subcommands are :class:`Command` entries of :data:`COMMANDS`; a new one (the Spark reprocessing
+issue's ``reprocess``) is one more entry: a name, a help line, a function adding its arguments to
+its sub-parser and a handler ``(args) -> exit status``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .config import CONFIG_FILE_ENV, Config, ConfigError, settings
+
+__all__ = ["main", "build_parser", "load_topology", "Command", "COMMANDS", "add_config_arguments"]
+
+log = logging.getLogger("streamproc.cli")
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit status 2)."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: ``configure(parser)`` adds its arguments, ``handler(args)`` runs it."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    handler: Callable[[argparse.Namespace], int]
+
+
+# ---- loading a topology -----------------------------------------------------------------------
+
+
+def load_topology(spec: str) -> Any:
+    """``MODULE[:ATTR]`` -> a Topology (see the module docstring)."""
+    from .dsl.topology import Topology
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name:
+        raise UsageError(f"{spec!r} is not MODULE[:ATTR]")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import topology module {module_name!r}: {exc}") from exc
+    if attr:
+        if not hasattr(module, attr):
+            raise UsageError(f"module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(module, attr)
+    elif hasattr(module, "build"):
+        obj = module.build
+    elif hasattr(module, "topology"):
+        obj = module.topology
+    else:
+        raise UsageError(f"module {module_name!r} has neither build() nor a `topology` attribute")
+    if callable(obj) and not isinstance(obj, Topology):
+        obj = obj()
+    if hasattr(obj, "build") and not isinstance(obj, Topology):  # a StreamsBuilder
+        obj = obj.build()
+    if not isinstance(obj, Topology):
+        raise UsageError(f"{spec!r} gave {type(obj).__name__} {obj!r}, not a Topology")
+    return obj
+
+
+# ---- config flags -------------------------------------------------------------------------------
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting (``--commit-interval-ms``), all defaulting to "not given"."""
+    group = parser.add_argument_group("settings (flag > STREAMPROC_* env > config file > default)")
+    group.add_argument("--config", metavar="FILE", default=None,
+                       help=f"config file, .toml or .properties (default: ${CONFIG_FILE_ENV})")
+    for info in settings():
+        default = info.default if info.default not in ("", None) else "none"
+        helptext = f"{info.doc} [env {info.env}; default {default}]"
+        kwargs: dict[str, Any] = {"dest": info.name, "default": argparse.SUPPRESS, "help": helptext}
+        if info.is_map:
+            kwargs.update(action="append", metavar=info.metavar or "KEY=VALUE")
+        elif info.choices:
+            kwargs.update(metavar="{" + ",".join(info.choices) + "}")
+        else:
+            kwargs.update(metavar=info.metavar or "VALUE")
+        group.add_argument(info.flag, **kwargs)
+
+
+def _flags(args: argparse.Namespace) -> dict[str, Any]:
+    return {info.name: getattr(args, info.name) for info in settings() if hasattr(args, info.name)}
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format=LOG_FORMAT, force=True)
+    logging.getLogger("aiokafka").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+
+# ---- run ----------------------------------------------------------------------------------------
+
+
+def _configure_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topology", metavar="MODULE[:ATTR]", help="module exposing build() or `topology`")
+    add_config_arguments(p)
+
+
+def _run(args: argparse.Namespace) -> int:
+    topology = load_topology(args.topology)
+    defaults = {"application_id": topology.application_id} if topology.application_id else None
+    config = Config.load(_flags(args), file=args.config, defaults=defaults)
+    _setup_logging(config.log_level)
+    log.info("streamproc run %s: application_id=%s bootstrap_servers=%s guarantee=%s loop=%s",
+             args.topology, config.application_id, config.bootstrap_servers, config.processing_guarantee,
+             config.loop)
+    for name, value in config.describe():
+        log.debug("setting %s = %r", name, value)
+    return _run_app(topology, config)
+
+
+def _loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    if name == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError as exc:
+        raise ConfigError(f"loop: 'uvloop' is not installed ({exc}); install it or pass --loop asyncio") from None
+    return uvloop.new_event_loop
+
+
+def _run_app(topology: Any, config: Config) -> int:
+    from .runtime.app import StreamApp
+
+    async def serve() -> None:
+        app = StreamApp(topology, config)
+        loop = asyncio.get_running_loop()
+
+        def on_signal(sig: signal.Signals) -> None:
+            log.info("received %s", sig.name)
+            for s in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(s)  # a second signal acts at once (default handlers)
+            app.request_stop()
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        await app.run()
+
+    with asyncio.Runner(loop_factory=_loop_factory(config.loop)) as runner:
+        try:
+            runner.run(serve())
+        except KeyboardInterrupt:
+            log.error("interrupted")
+            return 130
+        except Exception as exc:  # noqa: BLE001 - the one-line fatal report
+            log.error("streamproc stopped on a fatal error: %s: %s", type(exc).__name__, exc)
+            return 1
+    log.info("stopped")
+    return 0
+
+
+# ---- describe -----------------------------------------------------------------------------------
+
+
+def _configure_describe(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topology", metavar="MODULE[:ATTR]", help="module exposing build() or `topology`")
+    p.add_argument("--format", choices=("text", "mermaid"), default="text", help="output format")
+    p.add_argument("--application-id", default=None, help="resolve internal topic names for this id")
+
+
+def _describe(args: argparse.Namespace) -> int:
+    topology = load_topology(args.topology)
+    print(topology.describe(args.format))
+    if args.application_id:
+        for st in topology.subtopologies_for(args.application_id):
+            print(f"sub-topology {st.id}: sources {sorted(st.source_topics)} sinks {sorted(st.sink_topics)} "
+                  f"changelogs {sorted(st.changelog_topics.values())}")
+    return 0
+
+
+# ---- the parser -----------------------------------------------------------------------------------
+
+COMMANDS: list[Command] = [
+    Command("run", "run a topology as a daemon on Kafka", _configure_run, _run),
+    Command("describe", "print a topology's sub-topologies, topics and stores", _configure_describe, _describe),
+]
+
+
+def build_parser(commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="streamproc", description="An asyncio stream processor for Kafka.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for cmd in commands if commands is not None else COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.configure(p)
+        p.set_defaults(_handler=cmd.handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._handler(args))
+    except (UsageError, ConfigError) as exc:
+        print(f"streamproc {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

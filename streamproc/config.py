@@ -1,0 +1,440 @@
+"""Daemon configuration: every setting declared once, with its default, environment variable and doc.
+
+The table is the :class:`Config` dataclass itself: each field is declared with :func:`_setting`,
+which records the parser, the doc and the choices. The CLI flags (``--commit-interval-ms``), the
+environment variables (``STREAMPROC_COMMIT_INTERVAL_MS``), the config-file keys
+(``commit_interval_ms`` in TOML, ``commit.interval.ms`` or ``commit_interval_ms`` in a
+``.properties`` file) and the table in ``docs/running.md`` are all derived from it.
+
+Precedence, highest first: CLI flag > ``STREAMPROC_*`` environment variable > config file >
+default. A value that does not parse raises :class:`ConfigError` naming the setting, the value and
+where it came from::
+
+    >>> Config.load(flags={"application_id": "a", "commit_interval_ms": "soon"})
+    Traceback (most recent call last):
+    ...
+    streamproc.config.ConfigError: commit_interval_ms (from flag --commit-interval-ms): 'soon' is not an integer
+
+Producer and consumer overrides are maps of aiokafka constructor arguments; keys may use Kafka's
+dotted spelling (``linger.ms`` is ``linger_ms``). From the CLI: ``--producer-config linger_ms=10``
+(repeatable); from the environment: ``STREAMPROC_PRODUCER_CONFIG="linger_ms=10,acks=all"``; from a
+TOML file: a ``[producer_config]`` table; from a properties file: ``producer.linger.ms=10``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from .errors import StreamprocError
+
+__all__ = ["Config", "ConfigError", "SettingInfo", "settings", "ENV_PREFIX", "CONFIG_FILE_ENV"]
+
+ENV_PREFIX = "STREAMPROC_"
+#: Environment variable naming a config file (the ``--config`` flag wins over it).
+CONFIG_FILE_ENV = "STREAMPROC_CONFIG"
+
+ERROR_POLICIES = ("fail", "skip", "dead-letter")
+GUARANTEES = ("at_least_once", "exactly_once_v2")
+
+
+class ConfigError(StreamprocError, ValueError):
+    """A setting is missing or has a bad value; the message names the setting, value and source."""
+
+
+class _Bad(ValueError):
+    """Raised by parsers; turned into a ConfigError naming the setting and the source."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsers: accept the native type or a string (from a flag, env var or properties file).
+
+
+def _parse_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Bad(f"{value!r} is not a string")
+    return value.strip()
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Bad(f"{value!r} is not an integer")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip().replace("_", ""))
+        except ValueError:
+            raise _Bad(f"{value!r} is not an integer") from None
+    raise _Bad(f"{value!r} is not an integer")
+
+
+def _positive_int(value: Any) -> int:
+    n = _parse_int(value)
+    if n <= 0:
+        raise _Bad(f"{n!r} must be a positive integer")
+    return n
+
+
+def _non_negative_int(value: Any) -> int:
+    n = _parse_int(value)
+    if n < 0:
+        raise _Bad(f"{n!r} must not be negative")
+    return n
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+    raise _Bad(f"{value!r} is not a boolean (use true/false)")
+
+
+def _choice(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        text = _parse_str(value)
+        norm = text.lower().replace("_", "-") if "dead" in text.lower() else text.lower()
+        for c in choices:
+            if norm == c:
+                return c
+        raise _Bad(f"{text!r} is not one of {', '.join(choices)}")
+
+    return parse
+
+
+def _port(value: Any) -> int:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "off")):
+        return 0
+    n = _parse_int(value)
+    if not 0 <= n <= 65535:
+        raise _Bad(f"{n!r} is not a TCP port (0-65535; 0 disables)")
+    return n
+
+
+_APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+
+
+def _application_id(value: Any) -> str:
+    text = _parse_str(value)
+    if not _APP_ID.match(text):
+        raise _Bad(f"{text!r} is not a valid application id (letters, digits, '.', '_', '-'; 1-200 chars)")
+    return text
+
+
+def _override_value(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def _client_params(client: str) -> set[str]:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    cls = AIOKafkaProducer if client == "producer" else AIOKafkaConsumer
+    return {p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "loop", "topics")}
+
+
+#: Overrides the daemon must own (it sets them from other settings or relies on them).
+_RESERVED = {
+    "producer": {"bootstrap_servers", "key_serializer", "value_serializer", "transactional_id"},
+    "consumer": {"bootstrap_servers", "group_id", "enable_auto_commit", "key_deserializer",
+                 "value_deserializer", "auto_offset_reset"},
+}
+
+
+def _overrides(client: str) -> Callable[[Any], dict[str, Any]]:
+    def parse(value: Any) -> dict[str, Any]:
+        items: list[tuple[str, Any]]
+        if isinstance(value, Mapping):
+            items = list(value.items())
+        elif isinstance(value, str):
+            items = []
+            for part in (p for p in value.split(",") if p.strip()):
+                items.append(_split_pair(part))
+        elif isinstance(value, (list, tuple)):
+            items = [_split_pair(p) if isinstance(p, str) else tuple(p) for p in value]  # type: ignore[misc]
+        else:
+            raise _Bad(f"{value!r} is not a map of {client} settings")
+        known = _client_params(client)
+        out: dict[str, Any] = {}
+        for raw_key, raw_val in items:
+            key = str(raw_key).strip().replace(".", "_").replace("-", "_")
+            if key not in known:
+                raise _Bad(f"unknown {client} setting {raw_key!r} (aiokafka {client} arguments: "
+                           f"{', '.join(sorted(known))})")
+            if key in _RESERVED[client]:
+                raise _Bad(f"{client} setting {raw_key!r} is managed by streamproc and cannot be overridden")
+            out[key] = _override_value(raw_val) if isinstance(raw_val, str) else raw_val
+        return out
+
+    return parse
+
+
+def _split_pair(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise _Bad(f"{text!r} is not key=value")
+    k, v = text.split("=", 1)
+    return k.strip(), v.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# The table.
+
+
+def _setting(default: Any, doc: str, parse: Callable[[Any], Any], *, choices: tuple[str, ...] = (),
+             required: bool = False, metavar: str = "") -> Any:
+    meta = {"doc": doc, "parse": parse, "choices": choices, "required": required, "metavar": metavar}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The daemon's settings (see the module docstring for sources and precedence).
+
+    Construct directly (``Config(application_id="sessions")``; strings are parsed like flags) or
+    with :meth:`load`. Every value is validated on construction.
+    """
+
+    application_id: str = _setting(
+        None, "Consumer group id, prefix of internal topics (`<id>-<store>-changelog`, `<id>-dlq`).",
+        _application_id, required=True, metavar="ID")
+    bootstrap_servers: str = _setting(
+        "localhost:9092", "Kafka bootstrap servers, comma separated host:port.", _parse_str, metavar="HOSTS")
+    processing_guarantee: str = _setting(
+        "at_least_once", "`at_least_once` (delayed acks). `exactly_once_v2` is reserved for the "
+        "transactional mode and is rejected by this version.", _choice(*GUARANTEES), choices=GUARANTEES)
+    commit_interval_ms: int = _setting(
+        1000, "How often offsets are committed (flush changelogs, wait for their acks, commit).",
+        _positive_int, metavar="MS")
+    delivery_timeout_ms: int = _setting(
+        120_000, "A send not acknowledged within this time fails its task, which restarts from its "
+                 "last committed offset.", _positive_int, metavar="MS")
+    auto_offset_reset: str = _setting(
+        "earliest", "Where a partition without a committed offset starts.", _choice("earliest", "latest"),
+        choices=("earliest", "latest"))
+    max_poll_records: int = _setting(
+        5000, "Maximum records per getmany() batch.", _positive_int, metavar="N")
+    poll_timeout_ms: int = _setting(
+        100, "How long getmany() waits for records.", _positive_int, metavar="MS")
+    changelog_enabled: bool = _setting(
+        True, "Change-log stores to `<application_id>-<store>-changelog` and restore them on assignment. "
+              "Off: state starts empty on every assignment.", _parse_bool, metavar="BOOL")
+    create_topics: bool = _setting(
+        True, "Create missing output, repartition, changelog and dead-letter topics at startup.",
+        _parse_bool, metavar="BOOL")
+    replication_factor: int = _setting(
+        -1, "Replication factor of topics the daemon creates; -1 = min(3, number of brokers).",
+        _parse_int, metavar="N")
+    restore_log_interval_ms: int = _setting(
+        2000, "How often restoration progress is logged per changelog partition.", _positive_int, metavar="MS")
+    deserialization_error_policy: str = _setting(
+        "fail", "A record whose bytes do not deserialize: `fail` (stop the daemon), `skip` (log, count) "
+                "or `dead-letter` (send the original bytes to the dead-letter topic).",
+        _choice(*ERROR_POLICIES), choices=ERROR_POLICIES)
+    processing_error_policy: str = _setting(
+        "fail", "A record on which a user function raises: `fail`, `skip` or `dead-letter`.",
+        _choice(*ERROR_POLICIES), choices=ERROR_POLICIES)
+    dlq_topic: str = _setting(
+        "", "Dead-letter topic; empty = `<application_id>-dlq`.", _parse_str, metavar="TOPIC")
+    metrics_port: int = _setting(
+        0, "Port of the Prometheus /metrics endpoint; 0 disables it.", _port, metavar="PORT")
+    metrics_host: str = _setting(
+        "127.0.0.1", "Address the metrics endpoint listens on.", _parse_str, metavar="HOST")
+    shutdown_timeout_ms: int = _setting(
+        30_000, "Deadline for a graceful stop (finish the batch, commit, close).", _positive_int, metavar="MS")
+    loop: str = _setting(
+        "uvloop", "Event loop: `uvloop` or `asyncio`.", _choice("uvloop", "asyncio"), choices=("uvloop", "asyncio"))
+    log_level: str = _setting(
+        "INFO", "Log level.", lambda v: _choice("debug", "info", "warning", "error")(v).upper(),
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    producer_config: dict = _setting(  # type: ignore[type-arg]
+        {}, "Extra aiokafka producer arguments (`key=value`, repeatable).", _overrides("producer"),
+        metavar="KEY=VALUE")
+    consumer_config: dict = _setting(  # type: ignore[type-arg]
+        {}, "Extra aiokafka consumer arguments (`key=value`, repeatable).", _overrides("consumer"),
+        metavar="KEY=VALUE")
+
+    def __post_init__(self) -> None:
+        for info in settings():
+            value = getattr(self, info.name)
+            if value is None and info.required:
+                raise ConfigError(
+                    f"{info.name} is required: pass {info.flag}, set {info.env} or put "
+                    f"{info.name} in the config file")
+            try:
+                parsed = info.parse(value)
+            except _Bad as exc:
+                raise ConfigError(f"{info.name}: {exc}") from None
+            object.__setattr__(self, info.name, parsed)
+        if self.processing_guarantee == "exactly_once_v2":
+            raise ConfigError(
+                "processing_guarantee: 'exactly_once_v2' is not available yet in this version of streamproc; "
+                "use 'at_least_once' (the default)")
+        if self.replication_factor == 0 or self.replication_factor < -1:
+            raise ConfigError(f"replication_factor: {self.replication_factor!r} must be -1 or a positive integer")
+
+    # -----------------------------------------------------------------------------------------
+
+    @property
+    def dead_letter_topic(self) -> str:
+        """The dead-letter topic: ``dlq_topic`` or ``<application_id>-dlq``."""
+        return self.dlq_topic or f"{self.application_id}-dlq"
+
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some settings changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def load(cls, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
+             file: str | os.PathLike[str] | None = None,
+             defaults: Mapping[str, Any] | None = None) -> "Config":
+        """Merge the sources (flag > env > file > ``defaults`` > built-in default) and validate.
+
+        ``flags`` maps setting names to values (what the CLI parsed; absent = not given). ``env``
+        defaults to ``os.environ``. ``file`` (or ``$STREAMPROC_CONFIG``) is a ``.toml`` file or a
+        ``.properties`` / ``key=value`` file. ``defaults`` replace built-in defaults (the CLI passes
+        the topology's own ``application_id`` this way).
+        """
+        env = os.environ if env is None else env
+        by_name = {s.name: s for s in settings()}
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for name, value in (defaults or {}).items():
+            if name not in by_name:
+                raise ConfigError(f"unknown setting {name!r}; settings are {', '.join(sorted(by_name))}")
+            if value is not None:
+                values[name], sources[name] = value, "default"
+        path = file if file is not None else env.get(CONFIG_FILE_ENV) or None
+        if path is not None:
+            for name, value in _read_file(Path(path), by_name).items():
+                values[name], sources[name] = value, f"config file {path}"
+        for info in by_name.values():
+            if info.env in env:
+                values[info.name], sources[info.name] = env[info.env], f"env {info.env}"
+        for name, value in (flags or {}).items():
+            if name not in by_name:
+                raise ConfigError(f"unknown setting {name!r}; settings are {', '.join(sorted(by_name))}")
+            if value is None:
+                continue
+            values[name], sources[name] = value, f"flag {by_name[name].flag}"
+        # parse each value here so errors name the source
+        parsed: dict[str, Any] = {}
+        for name, value in values.items():
+            try:
+                parsed[name] = by_name[name].parse(value)
+            except _Bad as exc:
+                raise ConfigError(f"{name} (from {sources[name]}): {exc}") from None
+        return cls(**parsed)
+
+    def describe(self) -> Iterator[tuple[str, Any]]:
+        """``(name, value)`` pairs, for logging the effective configuration."""
+        for info in settings():
+            yield info.name, getattr(self, info.name)
+
+
+@dataclass(frozen=True)
+class SettingInfo:
+    """One row of the settings table (derived from the :class:`Config` fields)."""
+
+    name: str
+    default: Any
+    doc: str
+    parse: Callable[[Any], Any]
+    choices: tuple[str, ...]
+    required: bool
+    metavar: str
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def is_map(self) -> bool:
+        return self.name.endswith("_config")
+
+
+def settings() -> tuple[SettingInfo, ...]:
+    """The settings table, in declaration order."""
+    return _SETTINGS
+
+
+def _build_table() -> tuple[SettingInfo, ...]:
+    rows = []
+    for f in dataclasses.fields(Config):
+        default = {} if f.default_factory is not dataclasses.MISSING else f.default  # type: ignore[misc]
+        m = f.metadata
+        rows.append(SettingInfo(f.name, default, m["doc"], m["parse"], m["choices"], m["required"], m["metavar"]))
+    return tuple(rows)
+
+
+_SETTINGS = _build_table()
+
+
+def _read_file(path: Path, by_name: Mapping[str, SettingInfo]) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            name = key.replace("-", "_").replace(".", "_")
+            if name in ("producer", "consumer"):
+                name += "_config"
+            if name not in by_name:
+                raise ConfigError(f"config file {str(path)!r}: unknown setting {key!r}")
+            out[name] = value
+        return out
+    out = {}
+    producer: dict[str, str] = {}
+    consumer: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if not text or text[0] in "#!":
+            continue
+        sep = min((i for i in (text.find("="), text.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"config file {str(path)!r} line {lineno}: {text!r} is not key=value")
+        key, value = text[:sep].strip(), text[sep + 1:].strip()
+        if key.startswith("producer."):
+            producer[key[len("producer."):]] = value
+            continue
+        if key.startswith("consumer."):
+            consumer[key[len("consumer."):]] = value
+            continue
+        name = key.replace("-", "_").replace(".", "_")
+        if name not in by_name:
+            raise ConfigError(f"config file {str(path)!r} line {lineno}: unknown setting {key!r}")
+        out[name] = value
+    if producer:
+        out["producer_config"] = producer
+    if consumer:
+        out["consumer_config"] = consumer
+    return out

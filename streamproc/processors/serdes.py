@@ -1,0 +1,71 @@
+"""Serdes the DSL uses for its own topics and stores.
+
+- :data:`JSON_OR_BYTES`: the builder's default serde for repartition topics and store changelogs when
+  no serde is known for the data. ``bytes`` values (what a source without a serde yields in the
+  daemon) are written as ``b"\\x00" + raw``; every other value as compact JSON (which never starts
+  with a NUL byte). So it round-trips bytes, str, int, float, bool, None, lists and dicts; tuples
+  come back as lists.
+- :data:`JSON_OR_BYTES_KEY`: the same for keys, JSON arrays decode as tuples (hashable, ordered).
+- :func:`buffer_key_serde`: keys ``(timestamp, key, sequence)`` of the stream-table join buffer:
+  8-byte big-endian timestamp + 8-byte sequence + the key's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from ..serde import Serde
+
+__all__ = ["JSON_OR_BYTES", "JSON_OR_BYTES_KEY", "buffer_key_serde"]
+
+_json_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _to(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return b"\x00" + bytes(value)
+    return _json_encoder.encode(value).encode("utf-8")
+
+
+def _from(data: bytes) -> Any:
+    if data[:1] == b"\x00":
+        return bytes(data[1:])
+    return json.loads(data)
+
+
+JSON_OR_BYTES = Serde("json-or-bytes", _to, _from)
+
+
+def _tuplify(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_tuplify(v) for v in value)
+    return value
+
+
+def _key_from(data: bytes) -> Any:
+    if data[:1] == b"\x00":
+        return bytes(data[1:])
+    return _tuplify(json.loads(data))
+
+
+#: :data:`JSON_OR_BYTES` for keys: JSON arrays decode as (nested) tuples, so tuple keys stay hashable.
+JSON_OR_BYTES_KEY = Serde("json-or-bytes-key", _to, _key_from)
+
+_HEAD = struct.Struct(">qq")
+
+
+def buffer_key_serde(key_serde: Serde) -> Serde:
+    """Serde of join-buffer keys ``(timestamp, key, sequence)``, the key part through ``key_serde``."""
+
+    def to_bytes(value: Any) -> bytes:
+        ts, key, seq = value
+        raw = key_serde.serialize(key, "join buffer key")
+        return _HEAD.pack(ts, seq) + (raw or b"")
+
+    def from_bytes(data: bytes) -> Any:
+        ts, seq = _HEAD.unpack_from(data, 0)
+        return (ts, key_serde.deserialize(bytes(data[_HEAD.size:]), "join buffer key"), seq)
+
+    return Serde(f"join-buffer-key({key_serde.name})", to_bytes, from_bytes)

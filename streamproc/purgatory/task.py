@@ -1,0 +1,141 @@
+"""Timer tasks and the doubly-linked bucket lists of the timing wheel.
+
+A :class:`TimerTask` *is* its own list entry (an intrusive doubly-linked list): it holds the links
+``_prev``/``_next`` and the bucket it sits in, so adding it to a bucket and cancelling it are O(1)
+pointer updates with no allocation. A bucket (:class:`TimerTaskList`) is the circular list's root
+sentinel. Everything runs on one thread (the event loop's), so there are no locks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .timer import Timer
+
+__all__ = ["TimerTask", "TimerTaskList"]
+
+
+def _delay_ms(value: int | timedelta, owner: str) -> int:
+    """Normalise a task delay: int ms (zero or negative allowed: due at once) or timedelta."""
+    if isinstance(value, bool):
+        raise TypeError(f"delay_ms of {owner} must be int milliseconds or timedelta, got bool {value!r}")
+    if isinstance(value, timedelta):
+        return (value.days * 86_400_000) + (value.seconds * 1000) + (value.microseconds // 1000)
+    if isinstance(value, int):
+        return value
+    raise TypeError(
+        f"delay_ms of {owner} must be int milliseconds or timedelta, got {type(value).__name__} {value!r}"
+    )
+
+
+class _Link:
+    """The two link slots shared by entries and the root sentinel of a bucket."""
+
+    __slots__ = ("_next", "_prev")
+
+    _prev: _Link | None
+    _next: _Link | None
+
+
+class TimerTask(_Link):
+    """A one-shot task for a :class:`~streamproc.purgatory.Timer`.
+
+    ``TimerTask(delay_ms, action=None)``: when the timer's clock reaches ``t_add + delay_ms`` (``t_add``
+    being the timer's clock at :meth:`Timer.add`) the timer calls :meth:`run`, which calls ``action()``.
+    Subclasses may override :meth:`run` instead of passing an action. A task added with
+    ``delay_ms <= 0`` runs inside :meth:`Timer.add`.
+
+    :meth:`cancel` before the task ran means it never runs; it is O(1) (the task unlinks itself from
+    its bucket). A cancelled (or already run) task may be added again and is then scheduled anew from
+    the clock at that new ``add``. Adding a task that is still pending moves it (its old schedule is
+    dropped). ``expiration_ms`` is the absolute timer time of the latest ``add``.
+    """
+
+    __slots__ = ("_bucket", "_vexp", "action", "delay_ms", "expiration_ms")
+
+    _vexp: int  # expiration in ticks (rounded up), set by Timer.add
+
+    def __init__(self, delay_ms: int | timedelta, action: Callable[[], object] | None = None) -> None:
+        # hot path: plain int delays skip the validation helper; links stay unset until Timer.add
+        self.delay_ms: int = delay_ms if delay_ms.__class__ is int else _delay_ms(delay_ms, type(self).__name__)
+        if action is not None and not callable(action):
+            raise TypeError(f"action of {type(self).__name__} must be callable, got {action!r}")
+        self.action = action
+        self.expiration_ms: int = -1
+        self._bucket: TimerTaskList | None = None
+
+    @property
+    def pending(self) -> bool:
+        """True while the task sits in a timer (added, not yet run, not cancelled)."""
+        return self._bucket is not None
+
+    def run(self) -> None:
+        """Called by the timer when the task is due; calls ``action()`` when one was given."""
+        action = self.action
+        if action is not None:
+            action()
+
+    def cancel(self) -> bool:
+        """Remove the task from its timer in O(1). Returns True if it was pending, False otherwise.
+
+        ``len(timer)`` drops by one at once. Cancelling a task that is not pending is a no-op.
+        """
+        bucket = self._bucket
+        if bucket is None:
+            return False
+        prev = self._prev
+        nxt = self._next
+        prev._next = nxt  # type: ignore[union-attr]
+        nxt._prev = prev  # type: ignore[union-attr]
+        self._prev = self._next = self._bucket = None
+        bucket.timer._size -= 1
+        return True
+
+    def __repr__(self) -> str:
+        state = "pending" if self._bucket is not None else "idle"
+        return f"{type(self).__name__}(delay_ms={self.delay_ms}, expiration_ms={self.expiration_ms}, {state})"
+
+
+class TimerTaskList(_Link):
+    """A bucket: circular doubly-linked list of tasks whose root sentinel is the bucket itself.
+
+    ``expiration`` is the bucket's due time in ticks (the start of its time range) while it is queued
+    in the timer's bucket queue, else -1. ``key`` is a unique int that breaks ties in that queue.
+    """
+
+    __slots__ = ("expiration", "key", "level", "timer")
+
+    def __init__(self, timer: Timer, key: int, level: int) -> None:
+        self.timer = timer
+        self.expiration = -1
+        self.key = key
+        self.level = level
+        self._prev = self
+        self._next = self
+
+    @property
+    def empty(self) -> bool:
+        return self._next is self
+
+    def __len__(self) -> int:
+        n = 0
+        node = self._next
+        while node is not self:
+            n += 1
+            node = node._next  # type: ignore[union-attr]
+        return n
+
+    def tasks(self) -> list[TimerTask]:
+        """The tasks in insertion order (a snapshot)."""
+        out: list[TimerTask] = []
+        node = self._next
+        while node is not self:
+            out.append(node)  # type: ignore[arg-type]
+            node = node._next  # type: ignore[union-attr]
+        return out
+
+    def __repr__(self) -> str:
+        return f"TimerTaskList(level={self.level}, expiration={self.expiration}, size={len(self)})"

@@ -1,0 +1,212 @@
+"""Batched sends through one aiokafka producer.
+
+A :class:`SendBuffer` collects records per topic-partition (partitioned here with Kafka's
+murmur2 partitioner, so keys land where Java clients and our co-partitioned inputs expect them)
+and :meth:`SendBuffer.flush` hands them to the producer as whole ``BatchBuilder`` batches: one
+``await`` per producer batch, never one per record. Each batch yields one future that resolves
+when the brokers acknowledged it; the futures feed the delayed-ack tracker.
+
+Keys and values must be ``bytes`` or ``None`` here; :func:`to_bytes` turns the Python objects a
+sink without a serde emits into bytes (bytes pass through, everything else is JSON).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import Any, Mapping, Sequence
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import murmur2
+
+from .. import serde as _serde
+from .service import Service
+
+__all__ = ["OutputProducer", "SendBuffer", "to_bytes", "partition_for"]
+
+log = logging.getLogger(__name__)
+
+#: Producer defaults (overridable with ``--producer-config``): durable acks, idempotent retries,
+#: large batches so a getmany batch leaves in a few produce requests.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "acks": "all",
+    "enable_idempotence": True,
+    "linger_ms": 5,
+    "max_batch_size": 512 * 1024,
+    "max_request_size": 1024 * 1024,
+}
+
+_JSON = _serde.JSON
+
+
+def to_bytes(value: Any, what: str) -> bytes | None:
+    """``bytes``/``None`` unchanged; ``bytearray``/``memoryview`` copied; anything else JSON."""
+    if value is None or type(value) is bytes:
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    return _JSON.serialize(value, what)
+
+
+_HASH_CACHE: dict[bytes, int] = {}
+_HASH_CACHE_MAX = 200_000
+_round_robin = itertools.count()
+
+
+def partition_for(key: bytes | None, num_partitions: int) -> int:
+    """Kafka's default partition for a serialised key (murmur2, positive, modulo); round-robin for None."""
+    if key is None:
+        return next(_round_robin) % num_partitions
+    h = _HASH_CACHE.get(key)
+    if h is None:
+        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
+            _HASH_CACHE.clear()
+        h = _HASH_CACHE[key] = murmur2(key) & 0x7FFFFFFF
+    return h % num_partitions
+
+
+class OutputProducer(Service):
+    """Owns the aiokafka producer; knows the partition count of every topic it writes to."""
+
+    label = "producer"
+
+    def __init__(self, bootstrap_servers: str, overrides: Mapping[str, Any], client_id: str) -> None:
+        super().__init__()
+        self._kwargs = {**PRODUCER_DEFAULTS, **overrides}
+        if self._kwargs.get("enable_idempotence") and self._kwargs.get("acks") not in ("all", -1):
+            # aiokafka rejects idempotence with acks != all; the user's acks wins.
+            self._kwargs["enable_idempotence"] = False
+        self._bootstrap = bootstrap_servers
+        self._client_id = client_id
+        self.producer: AIOKafkaProducer | None = None
+        self.partition_counts: dict[str, int] = {}
+
+    async def on_start(self) -> None:
+        self.producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, client_id=self._client_id,
+                                         **self._kwargs)
+        await self.producer.start()
+
+    async def on_stop(self) -> None:
+        if self.producer is not None:
+            await self.producer.stop()
+
+    def buffer(self) -> "SendBuffer":
+        return SendBuffer(self)
+
+    async def flush(self) -> None:
+        assert self.producer is not None
+        await self.producer.flush()
+
+
+class SendBuffer:
+    """Records waiting to be sent, grouped per topic-partition, in arrival order."""
+
+    __slots__ = ("_out", "_by_tp", "_sources", "count")
+
+    def __init__(self, out: OutputProducer) -> None:
+        self._out = out
+        self._by_tp: dict[tuple[str, int], list[tuple[bytes | None, bytes | None, int | None, Any]]] = {}
+        self._sources: dict[tuple[str, int], set[Any]] = {}
+        self.count = 0
+
+    def add(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None,
+            headers: Sequence[tuple[str, bytes]] | None = None, partition: int | None = None,
+            source: Any = None) -> None:
+        """Buffer one record; ``source`` (the input partition that caused it) is reported back
+        with the future of the producer batch that carries it."""
+        if partition is None:
+            n = self._out.partition_counts.get(topic)
+            if n is None:
+                raise KeyError(f"topic {topic!r} is not known to the producer (not in the topic plan)")
+            partition = partition_for(key, n)
+        tp = (topic, partition)
+        lst = self._by_tp.get(tp)
+        if lst is None:
+            lst = self._by_tp[tp] = []
+            self._sources[tp] = set()
+        lst.append((key, value, timestamp, list(headers) if headers else []))
+        if source is not None:
+            self._sources[tp].add(source)
+        self.count += 1
+
+    def add_to_partition(self, topic: str, partition: int, records: Sequence[Any]) -> None:
+        """Buffer ``records`` (objects with ``key``, ``value`` bytes and ``timestamp``, e.g.
+        ``ChangelogRecord``) for one partition, without headers: the changelog fast path."""
+        tp = (topic, partition)
+        lst = self._by_tp.get(tp)
+        if lst is None:
+            lst = self._by_tp[tp] = []
+            self._sources[tp] = set()
+        lst.extend([(r[0], r[1], r[2], None) for r in records])
+        self.count += len(records)
+
+    def add_outputs(self, outputs: Sequence[Any], source: Any) -> dict[str, int]:
+        """Buffer a task's :class:`OutputRecord` s (key/value bytes, or objects turned into bytes by
+        :func:`to_bytes`), all caused by input partition ``source``; returns records per topic.
+        The hot path: one tight loop, the partitioner's hash memoised per key."""
+        counts: dict[str, int] = {}
+        by_tp = self._by_tp
+        sources = self._sources
+        partition_counts = self._out.partition_counts
+        cache = _HASH_CACHE
+        for out in outputs:
+            topic, key, value, ts, headers = out
+            if key is not None and type(key) is not bytes:
+                key = to_bytes(key, f"key for topic {topic!r}")
+            if value is not None and type(value) is not bytes:
+                value = to_bytes(value, f"value for topic {topic!r}")
+            n = partition_counts.get(topic)
+            if n is None:
+                raise KeyError(f"topic {topic!r} is not known to the producer (not in the topic plan)")
+            if key is None:
+                partition = next(_round_robin) % n
+            else:
+                h = cache.get(key)
+                if h is None:
+                    if len(cache) >= _HASH_CACHE_MAX:
+                        cache.clear()
+                    h = cache[key] = murmur2(key) & 0x7FFFFFFF
+                partition = h % n
+            tp = (topic, partition)
+            lst = by_tp.get(tp)
+            if lst is None:
+                lst = by_tp[tp] = []
+                sources[tp] = {source}
+            else:
+                sources[tp].add(source)
+            lst.append((key, value, ts, list(headers) if headers else []))
+            counts[topic] = counts.get(topic, 0) + 1
+        self.count += len(outputs)
+        return counts
+
+    def __len__(self) -> int:
+        return self.count
+
+    async def flush(self) -> list[tuple["asyncio.Future[Any]", frozenset[Any]]]:
+        """Send everything buffered; return ``(future, sources)`` per producer batch, where
+        ``sources`` are the ``source`` values of the records sent to that batch's topic-partition."""
+        producer = self._out.producer
+        assert producer is not None, "producer not started"
+        sent: list[tuple[asyncio.Future[Any], frozenset[Any]]] = []
+        by_tp, self._by_tp, self.count = self._by_tp, {}, 0
+        sources, self._sources = self._sources, {}
+        for (topic, partition), records in by_tp.items():
+            srcs = frozenset(sources[(topic, partition)])
+            batch = producer.create_batch()
+            filled = 0
+            for key, value, ts, headers in records:
+                if batch.append(timestamp=ts, key=key, value=value, headers=headers) is None:
+                    if filled == 0:
+                        raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch "
+                                         f"size; raise max_batch_size with --producer-config")
+                    sent.append((await producer.send_batch(batch, topic, partition=partition), srcs))
+                    batch = producer.create_batch()
+                    filled = 0
+                    if batch.append(timestamp=ts, key=key, value=value, headers=headers) is None:
+                        raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch "
+                                         f"size; raise max_batch_size with --producer-config")
+                filled += 1
+            if filled:
+                sent.append((await producer.send_batch(batch, topic, partition=partition), srcs))
+        return sent

@@ -1,0 +1,71 @@
+"""What every store has: a name, a kind, stream time, a drop counter and a lifecycle."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..time import NO_STREAM_TIME
+
+log = logging.getLogger("streamproc.stores")
+
+__all__ = ["StoreBase", "log"]
+
+
+class StoreBase:
+    """Common state of the in-memory stores.
+
+    - ``name``: the store name (non-empty str).
+    - ``kind``: ``"key_value"``, ``"window"``, ``"session"`` or ``"versioned"``.
+    - ``observed_stream_time``: the largest timestamp the store was given (window start, session end,
+      version timestamp), starting at -1 and never decreasing. A key-value store has no timestamps
+      and stays at -1.
+    - ``dropped_records``: puts that were dropped because they were late or expired.
+    - ``close()`` drops the contents; ``is_open`` tells whether the store was closed.
+    """
+
+    __slots__ = ("name", "_observed", "_dropped", "_open")
+    kind: str = ""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._observed = NO_STREAM_TIME
+        self._dropped = 0
+        self._open = True
+
+    @property
+    def observed_stream_time(self) -> int:
+        return self._observed
+
+    @property
+    def dropped_records(self) -> int:
+        return self._dropped
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    @property
+    def approximate_num_entries(self) -> int:
+        return len(self)  # type: ignore[arg-type]
+
+    def _owner(self) -> str:
+        return f"{self.kind.replace('_', '-')} store {self.name!r}"
+
+    def _clear(self) -> None:
+        """Drop the contents (overridden by each store)."""
+
+    def close(self) -> None:
+        """Release the contents. The store is empty afterwards; ``is_open`` becomes False."""
+        self._clear()
+        self._open = False
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.name!r}, entries={self.approximate_num_entries}, "
+                f"observed_stream_time={self._observed})")

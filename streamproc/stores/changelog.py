@@ -1,0 +1,400 @@
+"""Change-logging wrappers: record every mutation of a store as a changelog record.
+
+The in-memory stores know nothing of Kafka. :func:`change_logged` wraps a store in a
+``ChangeLogging*Store`` with the same read and write methods; each applied write also becomes a
+:class:`~streamproc.stores.changelog_format.ChangelogRecord` in a write buffer that the runtime
+drains at commit time:
+
+- the key and value are serialised *before* the store is touched, so a serde error leaves the
+  store unchanged; writes the store drops (late/expired, ``NOT_PUT``) produce no record;
+- ``drain()`` returns the pending records in first-write order and empties the buffer. Key-value,
+  window and session records are de-duplicated per changelog key (the last write wins, at the
+  position of the first); a window store with duplicates gives every put its own sequence number,
+  so nothing merges; versioned stores keep one record per (key, version timestamp);
+- record timestamps: key-value, window and session records use the timestamp of the record being
+  processed (the ``timestamp=`` keyword of a write, else the last :meth:`set_record_timestamp`),
+  falling back to the store's ``observed_stream_time``; versioned records carry the version
+  timestamp;
+- ``restore(records)`` replays changelog records (oldest first) into the inner store through the
+  same put rules, without logging them again. Replaying the drained records of a store rebuilds its
+  contents and its observed stream time (whenever the latter is visible in the log).
+
+With ``key_serde``/``value_serde`` None the wrapper uses JSON (keys with
+:data:`~streamproc.serde.JSON_KEY`, so tuple keys come back as tuples).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from ..records import Windowed
+from ..serde import JSON, JSON_KEY, Serde
+from ._checks import check_int, check_optional_int
+from .changelog_format import (
+    ChangelogRecord,
+    changelog_topic_config,
+    session_changelog_key,
+    split_session_changelog_key,
+    split_window_changelog_key,
+    window_changelog_key,
+)
+from .key_value import KeyValueStore
+from .session import SessionStore
+from .versioned import NOT_PUT, VersionedKeyValueStore, VersionedRecord
+from .window import WindowStore
+
+__all__ = ["change_logged", "ChangeLoggingKeyValueStore", "ChangeLoggingWindowStore",
+           "ChangeLoggingSessionStore", "ChangeLoggingVersionedStore", "ChangelogRecord",
+           "changelog_topic_config"]
+
+_SEQ_MASK = 0x7FFFFFFF
+
+
+class _ChangeLogging:
+    """What every change-logging wrapper shares: the buffer, serdes, timestamps and delegation."""
+
+    kind: str = ""
+
+    def __init__(self, inner: Any, key_serde: Serde | None, value_serde: Serde | None,
+                 topic: str | None) -> None:
+        self.inner = inner
+        self.name: str = inner.name
+        self.changelog_topic: str = topic if topic else f"{inner.name}-changelog"
+        self.key_serde: Serde = key_serde if key_serde is not None else JSON_KEY
+        self.value_serde: Serde = value_serde if value_serde is not None else JSON
+        self._where = f"changelog {self.changelog_topic!r} of {inner.kind.replace('_', '-')} store {inner.name!r}"
+        self._pending: dict[Any, ChangelogRecord] = {}
+        self._record_ts: int | None = None
+
+    # -- serialisation helpers --------------------------------------------------------------
+    def _key_bytes(self, key: Any) -> bytes:
+        if key is None:
+            raise ValueError(f"{self._where}: key must not be None")
+        return self.key_serde.serialize(key, self._where)  # type: ignore[return-value]
+
+    def _value_bytes(self, value: Any) -> bytes | None:
+        return self.value_serde.serialize(value, self._where)
+
+    def _ts(self, timestamp: int | None) -> int:
+        if timestamp is not None:
+            if type(timestamp) is not int:
+                return check_int(self._where, "timestamp", timestamp)
+            return timestamp
+        record_ts = self._record_ts
+        return record_ts if record_ts is not None else self.inner.observed_stream_time
+
+    # -- the write buffer -------------------------------------------------------------------
+    def set_record_timestamp(self, timestamp: int | None) -> None:
+        """The timestamp of the record being processed (used for the next changelog records)."""
+        self._record_ts = check_optional_int(self._where, "timestamp", timestamp)
+
+    def drain(self) -> list[ChangelogRecord]:
+        """The changelog records pending since the last drain (de-duplicated), oldest first."""
+        pending = self._pending
+        if not pending:
+            return []
+        self._pending = {}
+        return list(pending.values())
+
+    @property
+    def pending_changelog_records(self) -> int:
+        return len(self._pending)
+
+    def topic_config(self) -> dict[str, str]:
+        """The configs to create this store's changelog topic with."""
+        return changelog_topic_config(self.inner)
+
+    # -- delegated state --------------------------------------------------------------------
+    @property
+    def observed_stream_time(self) -> int:
+        return self.inner.observed_stream_time  # type: ignore[no-any-return]
+
+    @property
+    def dropped_records(self) -> int:
+        return self.inner.dropped_records  # type: ignore[no-any-return]
+
+    @property
+    def approximate_num_entries(self) -> int:
+        return self.inner.approximate_num_entries  # type: ignore[no-any-return]
+
+    @property
+    def is_open(self) -> bool:
+        return self.inner.is_open  # type: ignore[no-any-return]
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def close(self) -> None:
+        """Close the inner store and discard records not drained yet."""
+        self._pending = {}
+        self.inner.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r}, topic={self.changelog_topic!r})"
+
+    def restore(self, records: Iterable[Any]) -> int:
+        """Replay ``records`` (objects with ``.key .value .timestamp``) into the inner store."""
+        count = 0
+        apply = self._restore_one
+        for record in records:
+            apply(record)
+            count += 1
+        return count
+
+    def _restore_one(self, record: Any) -> None:
+        raise TypeError(f"{type(self).__name__} cannot restore")  # overridden by every wrapper
+
+    def _deserialize_key(self, data: bytes) -> Any:
+        return self.key_serde.deserialize(data, self._where)
+
+    def _deserialize_value(self, data: bytes | None) -> Any:
+        return self.value_serde.deserialize(data, self._where)
+
+
+class ChangeLoggingKeyValueStore(_ChangeLogging):
+    """A :class:`KeyValueStore` whose writes are change-logged (record key = key bytes)."""
+
+    kind = "key_value"
+    inner: KeyValueStore
+    get: Callable[[Any], Any]
+    range: Callable[..., Any]
+    all: Callable[..., Any]
+    count: Callable[[], int]
+
+    def __init__(self, inner: KeyValueStore, key_serde: Serde | None = None,
+                 value_serde: Serde | None = None, topic: str | None = None) -> None:
+        super().__init__(inner, key_serde, value_serde, topic)
+        self.get = inner.get
+        self.range = inner.range
+        self.all = inner.all
+        self.count = inner.count
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self.inner
+
+    def put(self, key: Any, value: Any, timestamp: int | None = None) -> None:
+        """``inner.put(key, value)`` and log it (``None`` logs a tombstone)."""
+        kb = self._key_bytes(key)
+        vb = self._value_bytes(value)
+        self.inner.put(key, value)
+        self._pending[kb] = ChangelogRecord(kb, vb, self._ts(timestamp))
+
+    def put_if_absent(self, key: Any, value: Any, timestamp: int | None = None) -> Any:
+        """Store and log ``value`` only when ``key`` has no value; return the previous value."""
+        old = self.inner.get(key)
+        if old is None and value is not None:
+            self.put(key, value, timestamp)
+        return old
+
+    def put_all(self, entries: Iterable[tuple[Any, Any]], timestamp: int | None = None) -> None:
+        """``put`` each ``(key, value)`` in order."""
+        for key, value in entries:
+            self.put(key, value, timestamp)
+
+    def delete(self, key: Any, timestamp: int | None = None) -> Any:
+        """``inner.delete(key)`` and log a tombstone; return the previous value."""
+        kb = self._key_bytes(key)
+        old = self.inner.delete(key)
+        self._pending[kb] = ChangelogRecord(kb, None, self._ts(timestamp))
+        return old
+
+    def _restore_one(self, record: Any) -> None:
+        self.inner.put(self._deserialize_key(record.key), self._deserialize_value(record.value))
+
+
+class ChangeLoggingWindowStore(_ChangeLogging):
+    """A :class:`WindowStore` whose applied puts are change-logged (key bytes + start [+ seq])."""
+
+    kind = "window"
+    inner: WindowStore
+    get: Callable[[Any, int], Any]
+    fetch: Callable[..., Any]
+    fetch_keys: Callable[..., Any]
+    fetch_all: Callable[..., Any]
+    all: Callable[..., Any]
+
+    def __init__(self, inner: WindowStore, key_serde: Serde | None = None,
+                 value_serde: Serde | None = None, topic: str | None = None) -> None:
+        super().__init__(inner, key_serde, value_serde, topic)
+        self.get = inner.get
+        self.fetch = inner.fetch
+        self.fetch_keys = inner.fetch_keys
+        self.fetch_all = inner.fetch_all
+        self.all = inner.all
+        self._seq = 0
+
+    @property
+    def retention(self) -> int:
+        return self.inner.retention
+
+    @property
+    def window_size(self) -> int:
+        return self.inner.window_size
+
+    @property
+    def grace(self) -> int:
+        return self.inner.grace
+
+    @property
+    def retain_duplicates(self) -> bool:
+        return self.inner.retain_duplicates
+
+    def put(self, key: Any, value: Any, window_start: int, timestamp: int | None = None) -> bool:
+        """``inner.put(...)``; an applied put is logged, a dropped one is not. Returns ``inner.put``'s result."""
+        kb = self._key_bytes(key)
+        vb = self._value_bytes(value)
+        inner = self.inner
+        if not inner.put(key, value, window_start):
+            return False
+        if inner.retain_duplicates:
+            seq = self._seq = (self._seq + 1) & _SEQ_MASK
+            ck = window_changelog_key(kb, window_start, seq)
+        else:
+            ck = window_changelog_key(kb, window_start)
+        self._pending[ck] = ChangelogRecord(ck, vb, self._ts(timestamp))
+        return True
+
+    def _restore_one(self, record: Any) -> None:
+        dups = self.inner.retain_duplicates
+        kb, start, seq = split_window_changelog_key(record.key, dups, self._where)
+        self.inner.put(self._deserialize_key(kb), self._deserialize_value(record.value), start)
+        if seq is not None:
+            self._seq = seq
+
+
+class ChangeLoggingSessionStore(_ChangeLogging):
+    """A :class:`SessionStore` whose applied writes are change-logged (key bytes + end + start)."""
+
+    kind = "session"
+    inner: SessionStore
+    find_sessions: Callable[..., Any]
+    fetch_session: Callable[[Any, int, int], Any]
+    fetch: Callable[..., Any]
+    fetch_keys: Callable[..., Any]
+    all: Callable[..., Any]
+
+    def __init__(self, inner: SessionStore, key_serde: Serde | None = None,
+                 value_serde: Serde | None = None, topic: str | None = None) -> None:
+        super().__init__(inner, key_serde, value_serde, topic)
+        self.find_sessions = inner.find_sessions
+        self.fetch_session = inner.fetch_session
+        self.fetch = inner.fetch
+        self.fetch_keys = inner.fetch_keys
+        self.all = inner.all
+
+    @property
+    def retention(self) -> int:
+        return self.inner.retention
+
+    def _log(self, session: Any, agg: Any, count_drop: bool, timestamp: int | None) -> bool:
+        inner = self.inner
+        key, start, end = inner._unpack(session)
+        kb = self._key_bytes(key)
+        vb = self._value_bytes(agg)
+        if not inner._write(key, start, end, agg, count_drop):
+            return False
+        ck = session_changelog_key(kb, end, start)
+        self._pending[ck] = ChangelogRecord(ck, vb, self._ts(timestamp))
+        return True
+
+    def put(self, session: Windowed, agg: Any, timestamp: int | None = None) -> bool:
+        """``inner.put(session, agg)`` and log it (``None`` logs a tombstone)."""
+        return self._log(session, agg, True, timestamp)
+
+    def remove(self, session: Windowed, timestamp: int | None = None) -> bool:
+        """``inner.remove(session)`` and log a tombstone."""
+        return self._log(session, None, False, timestamp)
+
+    def _restore_one(self, record: Any) -> None:
+        kb, start, end = split_session_changelog_key(record.key, self._where)
+        self.inner.put(Windowed(self._deserialize_key(kb), start, end), self._deserialize_value(record.value))
+
+
+class ChangeLoggingVersionedStore(_ChangeLogging):
+    """A :class:`VersionedKeyValueStore` whose stored versions are change-logged.
+
+    Record key = key bytes, record timestamp = version timestamp; one record per (key, timestamp).
+    """
+
+    kind = "versioned"
+    inner: VersionedKeyValueStore
+    get: Callable[..., VersionedRecord | None]
+    versions: Callable[[Any], list[VersionedRecord]]
+    keys: Callable[[], list[Any]]
+
+    def __init__(self, inner: VersionedKeyValueStore, key_serde: Serde | None = None,
+                 value_serde: Serde | None = None, topic: str | None = None) -> None:
+        super().__init__(inner, key_serde, value_serde, topic)
+        self.get = inner.get
+        self.versions = inner.versions
+        self.keys = inner.keys
+
+    @property
+    def history_retention(self) -> int:
+        return self.inner.history_retention
+
+    @property
+    def segment_interval(self) -> int:
+        return self.inner.segment_interval
+
+    def put(self, key: Any, value: Any, timestamp: int) -> int:
+        """``inner.put(key, value, timestamp)``; a stored version is logged at its timestamp."""
+        kb = self._key_bytes(key)
+        vb = self._value_bytes(value)
+        result = self.inner.put(key, value, timestamp)
+        if result != NOT_PUT:
+            self._pending[(kb, timestamp)] = ChangelogRecord(kb, vb, int(timestamp))
+        return result
+
+    def delete(self, key: Any, timestamp: int) -> VersionedRecord | None:
+        """``inner.delete(key, timestamp)``; the tombstone is logged when it was stored."""
+        inner = self.inner
+        timestamp = check_int(self._where, "timestamp", timestamp)
+        kb = self._key_bytes(key)
+        stored = timestamp >= inner.observed_stream_time - inner.history_retention
+        old = inner.delete(key, timestamp)
+        if stored:
+            self._pending[(kb, timestamp)] = ChangelogRecord(kb, None, timestamp)
+        return old
+
+    def _restore_one(self, record: Any) -> None:
+        timestamp = record.timestamp
+        if type(timestamp) is not int:
+            timestamp = check_int(self._where, "record timestamp", timestamp)
+        self.inner.put(self._deserialize_key(record.key), self._deserialize_value(record.value), timestamp)
+
+
+ChangeLoggingStore = (ChangeLoggingKeyValueStore | ChangeLoggingWindowStore | ChangeLoggingSessionStore
+                      | ChangeLoggingVersionedStore)
+
+_WRAPPERS: dict[str, type[_ChangeLogging]] = {
+    "key_value": ChangeLoggingKeyValueStore,
+    "window": ChangeLoggingWindowStore,
+    "session": ChangeLoggingSessionStore,
+    "versioned": ChangeLoggingVersionedStore,
+}
+
+
+def change_logged(store: Any, key_serde: Serde | None = None, value_serde: Serde | None = None,
+                  topic: str | None = None) -> Any:
+    """Wrap ``store`` so its writes are change-logged to ``topic`` (default ``<name>-changelog``).
+
+    ``key_serde``/``value_serde`` None means JSON. Wrapping a wrapper is an error.
+    """
+    if isinstance(store, _ChangeLogging):
+        raise TypeError(f"store {store.name!r} is already change-logged (topic {store.changelog_topic!r})")
+    wrapper = _WRAPPERS.get(getattr(store, "kind", ""))
+    if wrapper is None:
+        raise TypeError(f"change_logged needs a store from Stores, got {type(store).__name__} {store!r}")
+    for arg, serde in (("key_serde", key_serde), ("value_serde", value_serde)):
+        if serde is not None and not isinstance(serde, Serde):
+            raise TypeError(f"change_logged({store.name!r}): {arg} must be a Serde or None, got {serde!r}")
+    if topic is not None and (not isinstance(topic, str) or not topic):
+        raise ValueError(f"change_logged({store.name!r}): topic must be a non-empty str or None, got {topic!r}")
+    return wrapper(store, key_serde, value_serde, topic)

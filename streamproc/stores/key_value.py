@@ -1,0 +1,125 @@
+"""In-memory key-value store: one ordered map key -> value.
+
+Rules:
+
+- ``put(key, value)`` stores ``value``; ``value is None`` deletes the key.
+- ``put_if_absent(key, value)`` stores only when the key has no value; returns the old value (None
+  when it stored).
+- ``delete(key)`` removes the key and returns its old value (or None).
+- ``range(key_from, key_to, backward=False)``: keys in ``[key_from, key_to]`` (both inclusive; a
+  ``None`` bound is open), ascending (descending when backward). ``key_from > key_to`` yields
+  nothing and logs a warning.
+- ``all(backward=False)``: every entry, in key order.
+- Range reads return a :class:`~streamproc.stores.iterators.StoreIterator` over a snapshot taken at
+  call time.
+- Keys must be hashable and mutually comparable; ``None`` keys are rejected with ``ValueError``.
+
+The store has no timestamps: ``observed_stream_time`` stays -1 and nothing is ever dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from sortedcontainers import SortedDict
+
+from ..records import KeyValue
+from ._checks import check_name, fail_key, key_type_error, keys_not_comparable
+from .base import StoreBase, log
+from .iterators import StoreIterator
+
+__all__ = ["KeyValueStore"]
+
+
+class KeyValueStore(StoreBase):
+    """An ordered in-memory key-value store (``sortedcontainers.SortedDict``)."""
+
+    __slots__ = ("_map",)
+    kind = "key_value"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(check_name(name, "key-value"))
+        self._map: SortedDict = SortedDict()
+
+    # -- point operations -------------------------------------------------------------------
+    def get(self, key: Any) -> Any:
+        """The value of ``key``, or None."""
+        if key is None:
+            fail_key(self._owner())
+        try:
+            return self._map.get(key)
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+
+    def put(self, key: Any, value: Any) -> None:
+        """Store ``value`` under ``key``; ``None`` deletes the key."""
+        if key is None:
+            fail_key(self._owner())
+        m = self._map
+        try:
+            if value is None:
+                m.pop(key, None)
+            else:
+                m[key] = value
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        """Store ``value`` only if ``key`` has no value; return the previous value (None if it stored)."""
+        old = self.get(key)
+        if old is None and value is not None:
+            self.put(key, value)
+        return old
+
+    def put_all(self, entries: Iterable[tuple[Any, Any]]) -> None:
+        """``put`` each ``(key, value)`` in order."""
+        for key, value in entries:
+            self.put(key, value)
+
+    def delete(self, key: Any) -> Any:
+        """Remove ``key``; return its previous value (or None)."""
+        if key is None:
+            fail_key(self._owner())
+        try:
+            return self._map.pop(key, None)
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+
+    # -- range reads ------------------------------------------------------------------------
+    def range(self, key_from: Any = None, key_to: Any = None, backward: bool = False) -> StoreIterator[KeyValue]:
+        """Entries with ``key_from <= key <= key_to`` (None bounds open), in key order."""
+        m = self._map
+        if key_from is not None and key_to is not None:
+            try:
+                if key_from > key_to:
+                    log.warning("%s: range with key_from %r > key_to %r returns nothing",
+                                self._owner(), key_from, key_to)
+                    return StoreIterator([])
+            except TypeError as exc:
+                raise keys_not_comparable(self._owner(), exc) from None
+        try:
+            keys = list(m.irange(key_from, key_to, reverse=backward))
+        except TypeError as exc:
+            raise keys_not_comparable(self._owner(), exc) from None
+        get = m.__getitem__
+        return StoreIterator([KeyValue(k, get(k)) for k in keys])
+
+    def all(self, backward: bool = False) -> StoreIterator[KeyValue]:
+        """Every entry in key order (descending when backward)."""
+        m = self._map
+        keys = reversed(m.keys()) if backward else m.keys()
+        get = m.__getitem__
+        return StoreIterator([KeyValue(k, get(k)) for k in keys])
+
+    def count(self) -> int:
+        """Number of keys."""
+        return len(self._map)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def __contains__(self, key: Any) -> bool:
+        return key is not None and key in self._map
+
+    def _clear(self) -> None:
+        self._map.clear()
