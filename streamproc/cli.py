@@ -196,11 +196,27 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- reprocess (Spark; imported lazily so `run` never loads PySpark) ------------------------------
+
+
+def _configure_reprocess(p: argparse.ArgumentParser) -> None:
+    from .spark.cli import add_reprocess_arguments
+
+    add_reprocess_arguments(p)
+
+
+def _reprocess(args: argparse.Namespace) -> int:
+    from .spark.cli import run_reprocess
+
+    return run_reprocess(args)
+
+
 # ---- the parser -----------------------------------------------------------------------------------
 
 COMMANDS: list[Command] = [
     Command("run", "run a topology as a daemon on Kafka", _configure_run, _run),
     Command("describe", "print a topology's sub-topologies, topics and stores", _configure_describe, _describe),
+    Command("reprocess", "re-run a topology over history on Spark", _configure_reprocess, _reprocess),
 ]
 
 
