@@ -9,9 +9,10 @@ Steps (each prints what it did):
    3 partitions each), prefixed uniquely per run unless ``--topic-prefix`` is given;
 3. produce sample click events: ``--users`` users, each with a few bursts of clicks separated by
    more than the topology's session inactivity gap;
-4. read everything back in a consumer group and print the round trip: per-partition offsets,
-   clicks per user, and whether every record arrived exactly once with key, value, timestamp and
-   headers intact;
+4. run the topology on the streamproc daemon (``StreamApp``, the engine of ``streamproc run``),
+   read its output topic and print the sessions, checking they equal what the
+   TopologyTestDriver computes for the same input (one click per partition at the end, later than
+   every session's gap + grace, closes the last sessions);
 5. stop the broker it started and delete its data.
 """
 
@@ -106,12 +107,46 @@ async def produce(bootstrap: str, topic: str, events: list[Any]) -> list[Any]:
         await producer.stop()
 
 
-async def consume(bootstrap: str, topic: str, expected: int, group: str, timeout: float = 60.0) -> list[Any]:
+def closers(partitions: int, after_ms: int) -> list[tuple[bytes, bytes, int, list[tuple[str, bytes]]]]:
+    """One click per partition at ``after_ms``: it advances each task's stream time past every
+    earlier session's ``end + gap + grace``, so those sessions close and are emitted."""
+    from streamproc.runtime.producer import partition_for
+
+    out: dict[int, tuple[bytes, bytes, int, list[tuple[str, bytes]]]] = {}
+    n = 0
+    while len(out) < partitions:
+        key = f"closer-{n}".encode()
+        p = partition_for(key, partitions)
+        if p not in out:
+            value = json.dumps({"user": key.decode(), "page": "/", "ts": after_ms}).encode()
+            out[p] = (key, value, after_ms, [("source", b"demo")])
+        n += 1
+    return [out[p] for p in sorted(out)]
+
+
+def expected_sessions(events: list[Any], partitions: int, clicks_topic: str, stats_topic: str) -> dict[tuple[str, int], dict[str, Any]]:
+    """What the daemon must write: the TopologyTestDriver fed each partition's clicks in order."""
+    from streamproc.runtime.producer import partition_for
+    from streamproc.runtime.test_driver import TopologyTestDriver
+
+    expected: dict[tuple[str, int], dict[str, Any]] = {}
+    for p in range(partitions):
+        topology = sessions.build(input=clicks_topic, output=stats_topic)
+        with TopologyTestDriver(topology, application_id="demo-expected") as driver:
+            clicks = driver.input_topic(clicks_topic)
+            for k, v, ts, _h in events:
+                if partition_for(k, partitions) == p:
+                    clicks.pipe(k.decode(), json.loads(v), ts)
+            for r in driver.output_topic(stats_topic).read_records():
+                expected[(r.key, r.value["start"])] = r.value
+    return expected
+
+
+async def read_output(bootstrap: str, topic: str, expected: int, timeout: float) -> list[Any]:
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False
-    )
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=None)
     await consumer.start()
     got: list[Any] = []
     try:
@@ -119,57 +154,57 @@ async def consume(bootstrap: str, topic: str, expected: int, group: str, timeout
         while len(got) < expected and time.monotonic() < deadline:
             for msgs in (await consumer.getmany(timeout_ms=500)).values():
                 got.extend(msgs)
-        # One more poll: anything beyond `expected` would be a duplicate.
-        for msgs in (await consumer.getmany(timeout_ms=1000)).values():
+        for msgs in (await consumer.getmany(timeout_ms=1000)).values():  # anything more is a duplicate
             got.extend(msgs)
-        await consumer.commit()
     finally:
         await consumer.stop()
     return got
 
 
-async def round_trip(bootstrap: str, prefix: str, users: int, seed: int) -> bool:
-    clicks, counts = f"{prefix}{sessions.INPUT}", f"{prefix}{sessions.OUTPUT}"
+async def run_demo(bootstrap: str, prefix: str, users: int, seed: int) -> bool:
+    from streamproc.config import Config
+    from streamproc.runtime.app import StreamApp
+
+    clicks, stats = f"{prefix}{sessions.INPUT}", f"{prefix}{sessions.OUTPUT}"
     print("\n[2] create topics")
-    await create_topics(bootstrap, {clicks: CLICKS_PARTITIONS, counts: CLICKS_PARTITIONS})
+    await create_topics(bootstrap, {clicks: CLICKS_PARTITIONS, stats: CLICKS_PARTITIONS})
 
     print("\n[3] produce sample clicks")
     events = sample_clicks(users, seed, start_ms=1_735_689_600_000)  # 2025-01-01T00:00:00Z
+    last = max(e[2] for e in events)
+    events += closers(CLICKS_PARTITIONS, last + sessions.GAP_MS + sessions.GRACE_MS + 1)
     t0 = time.monotonic()
     metas = await produce(bootstrap, clicks, events)
-    dt = time.monotonic() - t0
     per_partition = Counter(m.partition for m in metas)
-    print(f"  {len(events)} clicks from {users} users in {dt:.2f} s (acks=all); per partition {dict(sorted(per_partition.items()))}")
+    print(f"  {len(events)} clicks from {users} users in {time.monotonic() - t0:.2f} s (acks=all); "
+          f"per partition {dict(sorted(per_partition.items()))}")
 
-    print("\n[4] consume them back (consumer group)")
-    group = f"{prefix}demo-reader"
+    print("\n[4] run the sessions topology (topologies/sessions.py) on the streamproc daemon")
+    expected = expected_sessions(events, CLICKS_PARTITIONS, clicks, stats)
+    app_id = f"demo-sessions-{uuid.uuid4().hex[:6]}"
+    app = StreamApp(sessions.build(input=clicks, output=stats), Config(application_id=app_id, bootstrap_servers=bootstrap,
+                                             commit_interval_ms=500))
     t0 = time.monotonic()
-    got = await consume(bootstrap, clicks, len(events), group)
+    runner = asyncio.create_task(app.run())
+    try:
+        got = await read_output(bootstrap, stats, len(expected), timeout=90)
+    finally:
+        if not runner.done():
+            await app.stop()
+        await runner
     dt = time.monotonic() - t0
-    sent = {(m.partition, m.offset): e for m, e in zip(metas, events, strict=True)}
-    intact = sum(
-        1
-        for r in got
-        if (e := sent.get((r.partition, r.offset))) is not None
-        and (r.key, r.value, r.timestamp, list(r.headers)) == (e[0], e[1], e[2], e[3])
-    )
-    offsets_ordered = all(
-        [r.offset for r in got if r.partition == p] == sorted(r.offset for r in got if r.partition == p)
-        for p in per_partition
-    )
-    unique = len({(r.partition, r.offset) for r in got})
-    ok = len(got) == len(events) == unique == intact and offsets_ordered
-    print(f"  received {len(got)} records in {dt:.2f} s: {unique} distinct, {intact} intact "
-          f"(key, value, timestamp, headers), per-partition offset order {'kept' if offsets_ordered else 'BROKEN'}")
-    by_user: dict[str, int] = defaultdict(int)
-    for r in got:
-        by_user[r.key.decode()] += 1
-    top = sorted(by_user.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-    print("  busiest users: " + ", ".join(f"{u}={n}" for u, n in top))
-    first = got[0]
-    print(f"  e.g. partition {first.partition} offset {first.offset}: key={first.key.decode()} "
-          f"value={first.value.decode()} timestamp={first.timestamp}")
-    print(f"  round trip {'OK: every click arrived exactly once' if ok else 'FAILED'}")
+    produced = {(r.key.decode(), json.loads(r.value)["start"]): json.loads(r.value) for r in got}
+    print(f"  application {app_id}: {len(got)} sessions written to {stats} in {dt:.2f} s "
+          f"(start-up, processing, commit and shutdown included)")
+    print(f"  {'user':<10} {'start (UTC)':<20} {'clicks':>6} {'duration':>9}")
+    for (user, start), v in sorted(produced.items())[:12]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(start / 1000))
+        print(f"  {user:<10} {when:<20} {v['clicks']:>6} {v['duration_ms'] / 1000:>8.0f}s")
+    if len(produced) > 12:
+        print(f"  ... and {len(produced) - 12} more")
+    ok = len(got) == len(produced) and produced == expected
+    print(f"  {'OK' if ok else 'MISMATCH'}: the daemon's {len(got)} sessions "
+          f"{'equal' if ok else 'differ from'} the TopologyTestDriver's {len(expected)} for the same input")
     return ok
 
 
@@ -197,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         handle = localkafka.start_single(args.port)
         bootstrap = handle.bootstrap
     try:
-        ok = asyncio.run(round_trip(bootstrap, prefix, args.users, args.seed))
+        ok = asyncio.run(run_demo(bootstrap, prefix, args.users, args.seed))
     finally:
         if handle is not None:
             print("\n[5] stop kafka")

@@ -42,17 +42,18 @@ def session_stats(window: Windowed, clicks: Any) -> tuple[str, dict[str, Any]]:
 
 
 def build(gap: Duration = GAP_MS, grace: Duration = GRACE_MS,
-          emit: EmitStrategy = EmitStrategy.ON_WINDOW_CLOSE) -> Topology:
-    """The sessions topology (``gap``/``grace`` in ms or timedelta)."""
+          emit: EmitStrategy = EmitStrategy.ON_WINDOW_CLOSE, *, input: str = INPUT,
+          output: str = OUTPUT) -> Topology:
+    """The sessions topology (``gap``/``grace`` in ms or timedelta; topic names overridable)."""
     b = StreamsBuilder()
-    (b.stream(INPUT, key_serde=serde.STRING, value_serde=serde.JSON)
+    (b.stream(input, key_serde=serde.STRING, value_serde=serde.JSON)
       .group_by_key()
       .windowed_by(SessionWindows.of_inactivity_gap_and_grace(gap, grace))
       .count(name=STORE, emit=emit)
       .to_stream()
       .filter(lambda window, clicks: clicks is not None, name="drop-merged-sessions")
       .map(session_stats, name="session-stats")
-      .to(OUTPUT, key_serde=serde.STRING, value_serde=serde.JSON))
+      .to(output, key_serde=serde.STRING, value_serde=serde.JSON))
     return b.build()
 
 
