@@ -161,7 +161,7 @@ async def read_output(bootstrap: str, topic: str, expected: int, timeout: float)
     return got
 
 
-async def run_demo(bootstrap: str, prefix: str, users: int, seed: int) -> bool:
+async def run_demo(bootstrap: str, prefix: str, users: int, seed: int, produce_only: bool = False) -> bool:
     from streamproc.config import Config
     from streamproc.runtime.app import StreamApp
 
@@ -179,6 +179,9 @@ async def run_demo(bootstrap: str, prefix: str, users: int, seed: int) -> bool:
     print(f"  {len(events)} clicks from {users} users in {time.monotonic() - t0:.2f} s (acks=all); "
           f"per partition {dict(sorted(per_partition.items()))}")
 
+    if produce_only:
+        print("\n[4] --produce-only: a separately running `streamproc run topologies.sessions` processes them")
+        return True
     print("\n[4] run the sessions topology (topologies/sessions.py) on the streamproc daemon")
     expected = expected_sessions(events, CLICKS_PARTITIONS, clicks, stats)
     app_id = f"demo-sessions-{uuid.uuid4().hex[:6]}"
@@ -215,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("KAFKA_PORT", "0")) or None,
                         help="client port of the local broker (default: a free port)")
     parser.add_argument("--topic-prefix", default=None, help="default: demo-<random>- (fresh topics each run)")
+    parser.add_argument("--produce-only", action="store_true",
+                        help="only create the topics and produce the clicks (docker compose's demo-data)")
     args = parser.parse_args(argv)
     # aiokafka logs transient retries (e.g. NotLeaderForPartition right after topic creation) that
     # it recovers from by itself; the demo checks and prints the outcome, so only hard failures show.
@@ -232,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         handle = localkafka.start_single(args.port)
         bootstrap = handle.bootstrap
     try:
-        ok = asyncio.run(run_demo(bootstrap, prefix, args.users, args.seed))
+        ok = asyncio.run(run_demo(bootstrap, prefix, args.users, args.seed, args.produce_only))
     finally:
         if handle is not None:
             print("\n[5] stop kafka")

@@ -1,21 +1,78 @@
 """streamproc: an asyncio stream processor for Apache Kafka.
 
 This module is the public API; everything else is internal and may change.
+
+::
+
+    from streamproc import StreamsBuilder, SessionWindows, EmitStrategy, TopologyTestDriver, StreamApp, serde
 """
 
 from __future__ import annotations
 
 from . import serde
+from .config import Config, ConfigError
+from .dsl import (
+    BranchedKStream,
+    Consumed,
+    EmitStrategy,
+    Grouped,
+    Joined,
+    KGroupedStream,
+    KStream,
+    KTable,
+    Materialized,
+    Named,
+    Produced,
+    SessionWindowedKStream,
+    SessionWindows,
+    StreamsBuilder,
+    SubTopology,
+    Topology,
+)
 from .errors import ProcessingError, SerializationError, StreamprocError, TaskFailedError, TopologyError
 from .records import KeyValue, Record, Windowed
+from .runtime.app import StreamApp
+from .runtime.test_driver import TopologyTestDriver
+from .serde import Serde
+from .stores import NOT_PUT, VALID_TO_UNDEFINED, Stores, VersionedRecord
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "serde",
+    # DSL
+    "StreamsBuilder",
+    "Topology",
+    "SubTopology",
+    "KStream",
+    "BranchedKStream",
+    "KGroupedStream",
+    "SessionWindowedKStream",
+    "KTable",
+    "SessionWindows",
+    "EmitStrategy",
+    "Consumed",
+    "Produced",
+    "Grouped",
+    "Joined",
+    "Materialized",
+    "Named",
+    # records and serdes
     "Record",
     "Windowed",
     "KeyValue",
+    "Serde",
+    "serde",
+    # stores
+    "Stores",
+    "VersionedRecord",
+    "NOT_PUT",
+    "VALID_TO_UNDEFINED",
+    # running
+    "StreamApp",
+    "Config",
+    "ConfigError",
+    "TopologyTestDriver",
+    # errors
     "StreamprocError",
     "SerializationError",
     "TopologyError",
