@@ -261,7 +261,17 @@ class KStream:
                                 "KSTREAM-LEFTJOIN" if left else "KSTREAM-JOIN", f"{op}()")
         stream = self
         if self._key_changed:
-            stream = self._repartitioned(node_name, check_serde(joined.key_serde, "key_serde", op),
+            # Co-partitioning: the daemon partitions the repartition topic by the key's *bytes*, so
+            # they must be the bytes the table's topic is keyed by: the table's key serde.
+            key_serde = check_serde(joined.key_serde, "key_serde", op)
+            if key_serde is None:
+                key_serde = table.key_serde
+            elif table.key_serde is not None and key_serde.name != table.key_serde.name:
+                raise ValueError(
+                    f"{op}() with table {table.name!r}: key_serde {key_serde.name!r} differs from the table's key "
+                    f"serde {table.key_serde.name!r}; the re-keyed stream is repartitioned by its key bytes, which "
+                    f"must equal the table topic's key bytes (co-partitioning). Drop key_serde (the table's is used)")
+            stream = self._repartitioned(node_name, key_serde,
                                          check_serde(joined.value_serde, "value_serde", op), drop_null_keys=not left)
         stores: tuple[str, ...] = (table.store_name,)
         buffer_name = progress_name = None
