@@ -128,6 +128,8 @@ _json_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allo
 
 
 def _json_to(value: Any) -> bytes:
+    if type(value) is int:  # fast path (counts): the same bytes the encoder writes; bool is not int here
+        return int.__repr__(value).encode()
     return _json_encoder.encode(value).encode("utf-8")
 
 
