@@ -222,8 +222,9 @@ class Config:
     bootstrap_servers: str = _setting(
         "localhost:9092", "Kafka bootstrap servers, comma separated host:port.", _parse_str, metavar="HOSTS")
     processing_guarantee: str = _setting(
-        "at_least_once", "`at_least_once` (delayed acks). `exactly_once_v2` is reserved for the "
-        "transactional mode and is rejected by this version.", _choice(*GUARANTEES), choices=GUARANTEES)
+        "at_least_once", "`at_least_once` (delayed acks) or `exactly_once_v2` (outputs, changelog records "
+        "and input offsets commit in one Kafka transaction; consumers read committed data only; see "
+        "docs/durability.md).", _choice(*GUARANTEES), choices=GUARANTEES)
     commit_interval_ms: int = _setting(
         1000, "How often offsets are committed (flush changelogs, wait for their acks, commit).",
         _positive_int, metavar="MS")
@@ -240,12 +241,21 @@ class Config:
     changelog_enabled: bool = _setting(
         True, "Change-log stores to `<application_id>-<store>-changelog` and restore them on assignment. "
               "Off: state starts empty on every assignment.", _parse_bool, metavar="BOOL")
+    repartition_purge_interval_ms: int = _setting(
+        30_000, "How often records of repartition topics below the committed offsets are deleted "
+                "(repartition topics are created with `retention.ms=-1`); 0 = never.",
+        _non_negative_int, metavar="MS")
     create_topics: bool = _setting(
         True, "Create missing output, repartition, changelog and dead-letter topics at startup.",
         _parse_bool, metavar="BOOL")
     replication_factor: int = _setting(
         -1, "Replication factor of topics the daemon creates; -1 = min(3, number of brokers).",
         _parse_int, metavar="N")
+    state_dir: str = _setting(
+        "", "Directory for local state: task snapshots written on clean shutdown (store contents + "
+            "changelog offset, so a restart replays only the changelog's tail) and the instance id that "
+            "names the transactional producer. Empty: no snapshots. One directory per running instance.",
+        _parse_str, metavar="DIR")
     restore_log_interval_ms: int = _setting(
         2000, "How often restoration progress is logged per changelog partition.", _positive_int, metavar="MS")
     deserialization_error_policy: str = _setting(
@@ -288,9 +298,12 @@ class Config:
                 raise ConfigError(f"{info.name}: {exc}") from None
             object.__setattr__(self, info.name, parsed)
         if self.processing_guarantee == "exactly_once_v2":
-            raise ConfigError(
-                "processing_guarantee: 'exactly_once_v2' is not available yet in this version of streamproc; "
-                "use 'at_least_once' (the default)")
+            acks = self.producer_config.get("acks")
+            if acks not in (None, "all", -1) or self.producer_config.get("enable_idempotence") is False:
+                raise ConfigError(
+                    f"producer_config: acks={acks!r}, enable_idempotence="
+                    f"{self.producer_config.get('enable_idempotence')!r} cannot be used with "
+                    f"processing_guarantee=exactly_once_v2 (transactions need acks=all and idempotence)")
         if self.replication_factor == 0 or self.replication_factor < -1:
             raise ConfigError(f"replication_factor: {self.replication_factor!r} must be -1 or a positive integer")
 

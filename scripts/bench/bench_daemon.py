@@ -81,6 +81,9 @@ async def _produce_input(bootstrap: str, topic: str, n: int) -> dict[int, int]:
     from streamproc.runtime.producer import partition_for
 
     rng = random.Random(1)
+    # recent event times: the broker deletes records by their timestamps (retention.ms) and Kafka 4
+    # rejects timestamps more than an hour ahead
+    base = (int(time.time()) - 3_600 - n) * 1_000
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024, acks="all")
     await producer.start()
     try:
@@ -93,10 +96,10 @@ async def _produce_input(bootstrap: str, topic: str, n: int) -> dict[int, int]:
             b = batches.get(p)
             if b is None:
                 b = batches[p] = producer.create_batch()
-            if b.append(key=key, value=value, timestamp=1_700_000_000_000 + i * 1_000) is None:
+            if b.append(key=key, value=value, timestamp=base + i * 1_000) is None:
                 futures.append(await producer.send_batch(b, topic, partition=p))
                 b = batches[p] = producer.create_batch()
-                b.append(key=key, value=value, timestamp=1_700_000_000_000 + i * 1_000)
+                b.append(key=key, value=value, timestamp=base + i * 1_000)
         for p, b in batches.items():
             futures.append(await producer.send_batch(b, topic, partition=p))
         await asyncio.gather(*futures)
@@ -166,9 +169,8 @@ async def _daemon(bootstrap: str, source: str, ends: dict[int, int]) -> float:
     from streamproc.runtime.app import StreamApp
     from topologies import sessions
 
-    sessions.INPUT = source
-    sessions.OUTPUT = f"bench-sessions-{uuid.uuid4().hex[:8]}"
-    app = StreamApp(sessions.build(), Config(application_id=f"bench-daemon-{uuid.uuid4().hex[:8]}",
+    topology = sessions.build(input=source, output=f"bench-sessions-{uuid.uuid4().hex[:8]}")
+    app = StreamApp(topology, Config(application_id=f"bench-daemon-{uuid.uuid4().hex[:8]}",
                                              bootstrap_servers=bootstrap, commit_interval_ms=500,
                                              log_level="WARNING"))
     runner = asyncio.create_task(app.run())
@@ -197,7 +199,6 @@ async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float
     from streamproc.runtime.task import Task
     from topologies import sessions
 
-    sessions.INPUT = source
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await consumer.start()
     by_partition: dict[int, list[Any]] = {p: [] for p in ends}
@@ -209,7 +210,7 @@ async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float
                 by_partition[tp.partition].extend(records)
     finally:
         await consumer.stop()
-    topology = sessions.build()
+    topology = sessions.build(input=source)
     started = time.perf_counter()
     for p, records in by_partition.items():
         task = Task(topology, 0, p, "bench-task")
@@ -285,9 +286,12 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--quick", action="store_true", help="30 000 records (a smoke run)")
     ap.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     ap.add_argument("--profile", action="store_true", help="profile the daemon phase with py-spy")
     args = ap.parse_args()
+    if args.quick:
+        args.records = 30_000
     handle = None
     bootstrap = args.bootstrap
     if not bootstrap:

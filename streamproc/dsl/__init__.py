@@ -1,11 +1,14 @@
-"""The DSL: build a topology from streams, tables, operators and session-window aggregations."""
+"""The DSL: build a topology from streams, tables, operators, session- and time-window aggregations and joins."""
 
+from ..processors.window_aggregate import ValueAndTimestamp
 from ..records import Windowed
 from .builder import StreamsBuilder
 from .kgrouped import KGroupedStream, SessionWindowedKStream
 from .kstream import BranchedKStream, KStream
 from .ktable import KTable
 from .options import Consumed, Grouped, Joined, Materialized, Named, Produced
+from .time_windowed import TimeWindowedKStream
+from .time_windows import JoinWindows, TimeWindows
 from .topology import SubTopology, Topology
 from .windows import EmitStrategy, SessionWindows
 
@@ -14,6 +17,7 @@ __all__ = [
     "Consumed",
     "EmitStrategy",
     "Grouped",
+    "JoinWindows",
     "Joined",
     "KGroupedStream",
     "KStream",
@@ -25,6 +29,9 @@ __all__ = [
     "SessionWindows",
     "StreamsBuilder",
     "SubTopology",
+    "TimeWindowedKStream",
+    "TimeWindows",
     "Topology",
+    "ValueAndTimestamp",
     "Windowed",
 ]

@@ -60,6 +60,9 @@ def describe_text(topology: Topology) -> str:
                     extra.append(f"retention={spec.retention_ms} ms")
                 if spec.history_retention_ms is not None:
                     extra.append(f"history retention={spec.history_retention_ms} ms")
+                describe_extra = getattr(spec, "describe_extra", None)
+                if describe_extra is not None:
+                    extra.extend(describe_extra())
                 extra.append(f"changelog: {spec.changelog_topic(app)}" if spec.logging else "no changelog")
                 lines.append(f"      {spec.name} ({spec.kind}, {', '.join(extra)})")
         lines.append("")

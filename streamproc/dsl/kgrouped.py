@@ -9,13 +9,15 @@ for merged-away sessions with ``EmitStrategy.ON_WINDOW_UPDATE``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..processors.session_aggregate import SessionAggregateProcessor, count_functions, reduce_functions
 from ..serde import INT, STRING, Serde
 from ..time import duration_ms
 from .graph import StoreSpec
 from .options import Grouped, Materialized, check_serde
+from .time_windowed import TimeWindowedKStream
+from .time_windows import TimeWindows
 from .windows import EmitStrategy, SessionWindows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,10 +36,20 @@ class KGroupedStream:
         self._stream = stream
         self._grouped = grouped
 
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream:
-        """Aggregate per session window (only :class:`SessionWindows` are supported)."""
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream: ...
+
+    def windowed_by(self, windows: SessionWindows | TimeWindows) -> SessionWindowedKStream | TimeWindowedKStream:
+        """Aggregate per session window (:class:`SessionWindows`) or per time window
+        (:class:`~streamproc.dsl.time_windows.TimeWindows`: tumbling or hopping, docs/windows.md)."""
+        if isinstance(windows, TimeWindows):
+            return TimeWindowedKStream(self._stream, self._grouped, windows, EmitStrategy.ON_WINDOW_UPDATE)
         if not isinstance(windows, SessionWindows):
-            raise ValueError(f"windowed_by() takes SessionWindows, got {type(windows).__name__} {windows!r}")  # noqa: TRY004 - bad input is a ValueError
+            raise ValueError(f"windowed_by() takes SessionWindows or TimeWindows, got {type(windows).__name__} "  # noqa: TRY004 - bad input is a ValueError
+                             f"{windows!r}")
         return SessionWindowedKStream(self._stream, self._grouped, windows, EmitStrategy.ON_WINDOW_UPDATE)
 
 

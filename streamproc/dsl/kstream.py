@@ -34,6 +34,7 @@ from ..serde import INT, STRING, Serde
 from ..time import Duration, duration_ms
 from .graph import Node, StoreSpec
 from .options import Grouped, Joined, Produced, check_serde
+from .time_windows import JoinWindows
 
 if TYPE_CHECKING:  # pragma: no cover
     from .builder import StreamsBuilder
@@ -215,20 +216,54 @@ class KStream:
         return self.select_key(selector).group_by_key(key_serde, value_serde, name, grouped)
 
     # -- joins ----------------------------------------------------------------------------------
-    def join(self, table: KTable, joiner: Callable[[Any, Any], Any], grace: Duration | None = None,
-             name: str | None = None, joined: Joined | None = None) -> KStream:
-        """Inner join with ``table``: ``joiner(stream_value, table_value)`` for each stream record whose
-        key has a table value as of the record's timestamp (versioned table) or now (key-value table).
+    def join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any],
+             grace: Duration | JoinWindows | None = None, name: str | None = None,
+             joined: Joined | None = None, windows: JoinWindows | None = None) -> KStream:
+        """Inner join with a table or, given :class:`JoinWindows`, with another stream.
 
-        ``grace`` (versioned tables only, ``<=`` the history retention) buffers stream records until
-        the stream has moved ``grace`` past them, so late table updates are seen. SEMANTICS.md section 4.
+        - ``other`` a :class:`KTable`: ``joiner(stream_value, table_value)`` for each stream record whose
+          key has a table value as of the record's timestamp (versioned table) or now (key-value table).
+          ``grace`` (versioned tables only, ``<=`` the history retention) buffers stream records until
+          the stream has moved ``grace`` past them, so late table updates are seen. SEMANTICS.md section 4.
+        - ``other`` a :class:`KStream`: ``join(other, joiner, JoinWindows...)`` (the windows as third
+          argument or ``windows=``): ``joiner(this_value, other_value)`` for every pair of records with
+          the same key within the windows; output timestamp = the later of the two. docs/windows.md.
         """
-        return self._join(table, joiner, grace, name, joined, left=False)
+        if isinstance(other, KStream):
+            return self._stream_join(other, joiner, grace, windows, name, joined, "join")
+        return self._join(other, joiner, self._table_grace(grace, windows, "join"), name, joined, left=False)
 
-    def left_join(self, table: KTable, joiner: Callable[[Any, Any], Any], grace: Duration | None = None,
-                  name: str | None = None, joined: Joined | None = None) -> KStream:
-        """Like :meth:`join`, but every stream record is emitted; ``table_value`` is None when absent."""
-        return self._join(table, joiner, grace, name, joined, left=True)
+    def left_join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any],
+                  grace: Duration | JoinWindows | None = None, name: str | None = None,
+                  joined: Joined | None = None, windows: JoinWindows | None = None) -> KStream:
+        """Like :meth:`join`, but every record of this stream is emitted: with a table, ``table_value``
+        is None when absent; with a stream, a record that joined nothing is emitted as
+        ``joiner(this_value, None)`` once its join window has closed."""
+        if isinstance(other, KStream):
+            return self._stream_join(other, joiner, grace, windows, name, joined, "left_join")
+        return self._join(other, joiner, self._table_grace(grace, windows, "left_join"), name, joined, left=True)
+
+    def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any], windows: JoinWindows | None = None,
+                   name: str | None = None, joined: Joined | None = None) -> KStream:
+        """Windowed outer join of two streams: like :meth:`left_join`, and records of ``other`` that
+        joined nothing are emitted as ``joiner(None, other_value)`` once their window has closed."""
+        return self._stream_join(other, joiner, windows, None, name, joined, "outer_join")
+
+    def _stream_join(self, other: Any, joiner: Callable[[Any, Any], Any], positional: Any,
+                     windows: JoinWindows | None, name: str | None, joined: Joined | None, op: str) -> KStream:
+        from .stream_join import stream_stream_join
+
+        if positional is not None and windows is not None:
+            raise ValueError(f"{op}() got JoinWindows twice ({positional!r} and windows={windows!r})")
+        return stream_stream_join(self, other, _callable(joiner, "joiner", op),
+                                  windows if windows is not None else positional, op, name, joined)
+
+    @staticmethod
+    def _table_grace(grace: Any, windows: Any, op: str) -> Duration | None:
+        if windows is not None or isinstance(grace, JoinWindows):
+            raise ValueError(f"{op}() with a table takes grace= (a duration), not JoinWindows; JoinWindows are "
+                             f"for joining two streams")
+        return grace  # type: ignore[no-any-return]
 
     def _join(self, table: KTable, joiner: Callable[[Any, Any], Any], grace: Duration | None,
               name: str | None, joined: Joined | None, left: bool) -> KStream:

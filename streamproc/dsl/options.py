@@ -92,7 +92,8 @@ class Materialized:
     - ``name``: store name (also names the changelog topic ``<application_id>-<name>-changelog``).
     - ``key_serde`` / ``value_serde``: serdes of the changelog (defaults: the serde known for the
       data, else the builder's default serde).
-    - ``retention``: session-store retention (default ``gap + grace``; smaller is a ``ValueError``).
+    - ``retention``: session- or window-store retention (default ``gap + grace`` for session windows,
+      ``size + grace`` for time windows; smaller is a ``ValueError``).
     - ``logging``: False disables the changelog of this store.
     """
 
@@ -121,9 +122,17 @@ class Materialized:
 
 @dataclass(frozen=True)
 class Joined:
-    """Stream-table join settings: operator name (names the grace buffer store) and the grace period."""
+    """Join settings: operator name (names the join's stores) and serdes.
+
+    - stream-table join: ``grace`` (the grace buffer), ``key_serde``/``value_serde`` (buffer and
+      repartition serdes);
+    - stream-stream join: ``key_serde``, ``value_serde`` (this stream's values) and
+      ``other_value_serde`` (the other stream's values) for the join stores and repartition topics;
+      the grace comes from the ``JoinWindows``.
+    """
 
     name: str | None = None
     grace: Duration | None = None
     key_serde: Any = None
     value_serde: Any = None
+    other_value_serde: Any = None

@@ -14,7 +14,9 @@ class EmitStrategy(enum.Enum):
 
     - ``ON_WINDOW_UPDATE`` (default): every update, and a tombstone for every session merged away.
     - ``ON_WINDOW_CLOSE``: nothing on update; each session is forwarded once, after the record that
-      moves the close time (``stream_time - gap - grace``) past its end.
+      moves the close time (``stream_time - gap - grace``) past its end; each time window once, by
+      the record that moves ``stream_time - grace`` to or past its end (timestamp ``end - 1``;
+      docs/windows.md).
     """
 
     ON_WINDOW_UPDATE = "on_window_update"

@@ -14,7 +14,9 @@ from .stateless import (
                         PeekProcessor,
                         SelectKeyProcessor,
 )
+from .stream_join import StreamStreamJoinProcessor
 from .table import StreamTableJoinProcessor, TableSourceProcessor
+from .window_aggregate import TimeWindowAggregateProcessor
 
 __all__ = [
                         "BranchProcessor",
@@ -30,6 +32,8 @@ __all__ = [
                         "SessionAggregateProcessor",
                         "SinkProcessor",
                         "SourceProcessor",
+                        "StreamStreamJoinProcessor",
                         "StreamTableJoinProcessor",
                         "TableSourceProcessor",
+                        "TimeWindowAggregateProcessor",
 ]

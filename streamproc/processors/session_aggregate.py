@@ -19,16 +19,26 @@ every batch (so it is change-logged and survives restart). Closing sessions are 
 put that moves the store's observed time (and so expires them with the default retention
 ``gap + grace``); an in-memory heap ``(end, key, start)`` of the sessions put since they were last
 emitted (rebuilt from the store at ``init``) finds them without scanning the store: entries of
-sessions merged away since are skipped when popped (the store no longer has them).
+sessions merged away since are skipped when popped (the store no longer has them). On the fast
+path (below) a heap item holds the store's entry itself, so no lookup is needed to read it.
 
 The user functions are all called before the store is changed, so a function that raises (reported
 as :class:`~streamproc.errors.ProcessingError`) leaves the state as it was.
+
+Store access goes through two calls with the effects of the public ones: ``_find`` (what
+``find_sessions`` returns, as the store's entries ``[end, start, agg, key]``, without building result
+objects) and ``_replace(key, removed, start, end, agg)`` (``remove`` each removed session, then
+``put`` the merged one, change-logged the same way; the common case, a record extending the one
+session of its key, updates that session in place). The session store and its change-logging
+wrapper provide them; any other store is used through ``find_sessions``/``remove``/``put``. On
+update, the tombstones and the new value are forwarded after the store was written (no operator
+reads this store while the record is forwarded).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..records import Windowed
@@ -39,6 +49,32 @@ __all__ = ["LAST_EMITTED_CLOSE", "SessionAggregateProcessor", "count_functions",
 #: Key of ``last_emitted_close`` in the operator's progress store.
 LAST_EMITTED_CLOSE = "last_emitted_close"
 _NO_TIME = -1
+_NONE: tuple[list[Any], ...] = ()
+
+
+def _not_initialised(*args: Any) -> Any:
+    raise RuntimeError("session aggregate used before init()")
+
+
+def _public_find(store: Any) -> Callable[[Any, int, int], list[list[Any]]]:
+    """``SessionStore._find`` through ``find_sessions``: entries ``[end, start, agg, key]``."""
+
+    def find(key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
+        with store.find_sessions(key, earliest_session_end, latest_session_start) as it:
+            return [[w.end, w.start, agg, w.key] for w, agg in it]
+
+    return find
+
+
+def _public_replace(store: Any) -> Callable[[Any, Sequence[list[Any]], int, int, Any], bool]:
+    """``SessionStore._replace`` through ``remove`` and ``put``."""
+
+    def replace(key: Any, removed: Sequence[list[Any]], start: int, end: int, agg: Any) -> bool:
+        for entry in removed:
+            store.remove(Windowed(entry[3], entry[1], entry[0]))
+        return bool(store.put(Windowed(key, start, end), agg))
+
+    return replace
 
 
 def count_functions() -> tuple[Callable[[], Any], Callable[[Any, Any, Any], Any], Callable[[Any, Any, Any], Any]]:
@@ -63,9 +99,13 @@ class SessionAggregateProcessor(Processor):
     """The session-window aggregate operator; its session store is named ``store_name``."""
 
     __slots__ = (
+        "_fast",
+        "_find",
         "_heap",
         "_progress_dirty",
         "_progress_put",
+        "_replace",
+        "_seq",
         "aggregator",
         "dropped_late",
         "dropped_null_key",
@@ -103,7 +143,12 @@ class SessionAggregateProcessor(Processor):
         self._progress_put: Any = None
         self.stream_time = _NO_TIME
         self.last_emitted_close = _NO_TIME
-        self._heap: list[tuple[int, Any, int]] = []
+        # (end, key, start, seq, entry): entry is the store's entry on the fast path, else None
+        self._heap: list[tuple[int, Any, int, int, list[Any] | None]] = []
+        self._seq = 0
+        self._fast = False
+        self._find: Callable[[Any, int, int], list[list[Any]]] = _not_initialised
+        self._replace: Callable[[Any, Sequence[list[Any]], int, int, Any], Any] = _not_initialised
         self._progress_dirty = False
         self.dropped_late = 0
         self.dropped_null_key = 0
@@ -112,14 +157,25 @@ class SessionAggregateProcessor(Processor):
         super().init(task)
         self.store = task.stores[self.store_name]
         inner = getattr(self.store, "inner", self.store)
+        self._fast = all(hasattr(self.store, m) for m in ("_find", "_replace", "_entries"))
+        if self._fast:
+            self._find, self._replace = self.store._find, self.store._replace
+        else:  # a store without the fast path: the same calls through the public API
+            self._find, self._replace = _public_find(self.store), _public_replace(self.store)
         self.stream_time = max(_NO_TIME, int(inner.observed_stream_time))
         if self.emit_on_close:
             self.progress = task.stores[self.progress_store_name]
             self._progress_put = kv_writer(self.progress)[0]
             last = self.progress.get(LAST_EMITTED_CLOSE)
             self.last_emitted_close = _NO_TIME if last is None else int(last)
-            with inner.all() as sessions:
-                self._heap = [(w.end, w.key, w.start) for w, _ in sessions if w.end >= self.last_emitted_close]
+            last = self.last_emitted_close
+            if self._fast:
+                heap = [(e[0], e[3], e[1], 0, e) for e in self.store._entries() if e[0] >= last]
+            else:
+                with inner.all() as sessions:
+                    heap = [(w.end, w.key, w.start, 0, None) for w, _ in sessions if w.end >= last]
+            self._heap = [(end, key, start, seq, e) for seq, (end, key, start, _, e) in enumerate(heap)]
+            self._seq = len(heap)
             heapq.heapify(self._heap)
 
     def process(self, key: Any, value: Any, ts: int) -> None:
@@ -127,20 +183,24 @@ class SessionAggregateProcessor(Processor):
             self.dropped_null_key += 1
             self.log_once("null-key", "dropping records with a None key (session aggregation needs a key)")
             return
-        self.stream_time = max(self.stream_time, ts)
+        stream_time = self.stream_time
+        if ts > stream_time:
+            self.stream_time = stream_time = ts
         gap = self.gap
-        close_time = self.stream_time - gap - self.grace
-        store = self.store
-        found = list(store.find_sessions(key, ts - gap, ts + gap))
+        close_time = stream_time - gap - self.grace
+        # Entries [end, start, agg, key] of the sessions within gap, ordered by end (SessionStore._find).
+        found = self._find(key, ts - gap, ts + gap)
         start = end = ts
         try:
             agg = self.initializer()
             if found:
                 merger = self.merger
-                for window, session_agg in found:
-                    start = min(start, window.start)
-                    end = max(end, window.end)
-                    agg = merger(key, agg, session_agg)
+                for entry in found:
+                    if entry[1] < start:
+                        start = entry[1]
+                    if entry[0] > end:
+                        end = entry[0]
+                    agg = merger(key, agg, entry[2])
             if end < close_time:
                 self.dropped_late += 1
                 return
@@ -148,30 +208,54 @@ class SessionAggregateProcessor(Processor):
         except Exception as exc:
             raise user_error(self.name, "aggregation function", exc, key) from exc
 
+        merged_away = found and (start != ts or end != ts)
         if self.emit_on_close:
-            closing = self._take_closing(close_time) if close_time > self.last_emitted_close else None
-            if found and (start != ts or end != ts):
-                for window, _ in found:
-                    store.remove(window)
-            store.put(Windowed(key, start, end), agg)
-            if not found or start != ts or end != ts:
-                heapq.heappush(self._heap, (end, key, start))
-            if closing is not None:
+            closing: Sequence[tuple[Windowed, Any]] | None = None
+            emitted_below = self.last_emitted_close  # sessions ending before this were emitted
+            if close_time > emitted_below:
+                heap = self._heap
+                closing = self._take_closing(close_time) if heap and heap[0][0] < close_time else ()
+                emitted_below = close_time
+            if self._fast:
+                # The heap holds an item for every stored entry that ends at or after emitted_below
+                # (an entry extended in place keeps its item, re-keyed when it surfaces), so push
+                # only for a new entry, or for an emitted session that this record extends.
+                old_end = found[0][0] if len(found) == 1 else None
+                entry = self._replace(key, found if merged_away else _NONE, start, end, agg)
+                if entry is not None and (old_end is None or entry is not found[0] or old_end < emitted_below):
+                    self._seq += 1
+                    heapq.heappush(self._heap, (end, key, start, self._seq, entry))
+            else:
+                self._replace(key, found if merged_away else _NONE, start, end, agg)
+                if merged_away or not found:
+                    self._seq += 1
+                    heapq.heappush(self._heap, (end, key, start, self._seq, None))
+            if closing:
                 self._emit_closed(closing, close_time)
+            elif closing is not None:
+                self.last_emitted_close = close_time
+                self._progress_dirty = True
             return
 
-        forward = self.forward
-        if found and (start != ts or end != ts):
-            for window, _ in found:
-                store.remove(window)
+        if merged_away:
+            tombstones = [Windowed(entry[3], entry[1], entry[0]) for entry in found]
+            self._replace(key, found, start, end, agg)
+            forward = self.forward
+            for window in tombstones:
                 forward(window, None, window.end)
-        merged = Windowed(key, start, end)
-        store.put(merged, agg)
-        forward(merged, agg, end)
+            forward(Windowed(key, start, end), agg, end)
+        else:
+            self._replace(key, _NONE, start, end, agg)
+            self.forward(Windowed(key, start, end), agg, end)
 
     def _take_closing(self, close_time: int) -> list[tuple[Windowed, Any]]:
-        """Pop the heap entries with ``end < close_time`` and read (before expiry) those sessions the
-        store still has, in ``(end, key)`` order; duplicates (a window put twice) are adjacent."""
+        """Pop the heap items with ``end < close_time`` and read (before expiry) those sessions the
+        store still has, in ``(end, key, start)`` order.
+
+        Fast path: an item carries the store's entry; a removed or expired entry (agg None) is
+        skipped, an entry extended in place since its item was pushed is pushed again under its
+        current window. Otherwise the session is read with ``fetch_session`` (duplicates, a window
+        put twice, are adjacent and read once)."""
         heap = self._heap
         if not heap or heap[0][0] >= close_time:
             return []
@@ -180,17 +264,26 @@ class SessionAggregateProcessor(Processor):
         previous = None
         pop = heapq.heappop
         while heap and heap[0][0] < close_time:
-            entry = pop(heap)
-            if entry == previous:
+            end, key, start, _, entry = pop(heap)
+            if entry is not None:
+                agg = entry[2]
+                if agg is None:
+                    continue
+                if entry[0] != end or entry[1] != start:
+                    self._seq += 1
+                    heapq.heappush(heap, (entry[0], key, entry[1], self._seq, entry))
+                    continue
+                out.append((Windowed(key, start, end), agg))
                 continue
-            previous = entry
-            end, key, start = entry
+            if (end, key, start) == previous:
+                continue
+            previous = (end, key, start)
             agg = fetch(key, start, end)
             if agg is not None:
                 out.append((Windowed(key, start, end), agg))
         return out
 
-    def _emit_closed(self, closing: list[tuple[Windowed, Any]], close_time: int) -> None:
+    def _emit_closed(self, closing: Sequence[tuple[Windowed, Any]], close_time: int) -> None:
         self.last_emitted_close = close_time
         self._progress_dirty = True
         forward = self.forward

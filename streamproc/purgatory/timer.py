@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 from heapq import heappop, heappush
 from typing import Self
 
+from ..time import duration_ms
 from .task import TimerTask, TimerTaskList
 
 __all__ = ["DEFAULT_WHEEL_SIZE", "Timer"]
@@ -84,7 +86,9 @@ class Timer:
         "wheel_size",
     )
 
-    def __init__(self, tick_ms: int = 1, wheel_size: int = DEFAULT_WHEEL_SIZE, start_ms: int = 0) -> None:
+    def __init__(self, tick_ms: int | timedelta = 1, wheel_size: int = DEFAULT_WHEEL_SIZE, start_ms: int = 0) -> None:
+        if isinstance(tick_ms, timedelta):  # SEMANTICS section 0: durations accept timedelta
+            tick_ms = duration_ms(tick_ms, "tick_ms", "Timer")
         for name, value, low in (("tick_ms", tick_ms, 1), ("wheel_size", wheel_size, 2)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"Timer {name} must be an int, got {type(value).__name__} {value!r}")

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from types import SimpleNamespace
 from typing import Any, Hashable, Sequence
 
@@ -54,9 +55,11 @@ from .metrics import Metrics
 from .producer import OutputProducer, SendBuffer, to_bytes
 from .restore import Restorer
 from .service import Service
+from .snapshot import Snapshots, save_on_shutdown
 from .task import Task, TaskId
 from .tasks import ManagedTask, TaskRegistry, TaskState, group_by_task
-from .topics import TopicAdmin, TopicPlan, plan_topics
+from .topics import RepartitionPurger, TopicAdmin, TopicPlan, plan_topics
+from .transactions import EOS_PRODUCER_DEFAULTS, ExactlyOnce
 
 __all__ = ["StreamApp", "RecordError", "ShutdownTimeoutError"]
 
@@ -119,12 +122,26 @@ class StreamApp(Service):
         app_id = config.application_id
         self.lock = asyncio.Lock()
         self.metrics = Metrics(config.metrics_port, config.metrics_host)
-        self.producer = OutputProducer(config.bootstrap_servers, config.producer_config, f"{app_id}-producer")
+        # durability (docs/durability.md): local snapshots under state_dir; exactly-once transactions
+        self.snapshots = Snapshots(config.state_dir, app_id) if config.state_dir else None
+        eos = config.processing_guarantee == "exactly_once_v2"
+        producer_config = dict(config.producer_config)
+        if eos:
+            instance = self.snapshots.instance_id() if self.snapshots is not None else uuid.uuid4().hex[:16]
+            producer_config = {**EOS_PRODUCER_DEFAULTS, **producer_config, "transactional_id": f"{app_id}-{instance}"}
+        self.producer = OutputProducer(config.bootstrap_servers, producer_config, f"{app_id}-producer")
+        self.eos = ExactlyOnce(self, producer_config["transactional_id"],
+                               int(producer_config.get("transaction_timeout_ms", 10_000))) if eos else None
+        self.producer.transactions = self.eos
         self.acks = AckService(config.delivery_timeout_ms, self._on_ack_failure)
         self.restorer = Restorer(config.bootstrap_servers, f"{app_id}-restore", self.metrics,
-                                 config.consumer_config, config.restore_log_interval_ms)
+                                 config.consumer_config, config.restore_log_interval_ms,
+                                 isolation_level="read_committed" if eos else "read_uncommitted",
+                                 snapshots=self.snapshots)
         self.input: InputConsumer | None = None
         self.committer = Committer(self)
+        self.purger = RepartitionPurger(config.bootstrap_servers, f"{app_id}-purger",
+                                        config.repartition_purge_interval_ms)
         self.tasks = TaskRegistry()
         self.plan: TopicPlan | None = None
         #: input partition -> first offset processed since the last changelog flush
@@ -145,7 +162,7 @@ class StreamApp(Service):
     # ---- lifecycle -------------------------------------------------------------------------------
 
     def children(self) -> Sequence[Service]:
-        kids: list[Service] = [self.metrics, self.producer, self.acks, self.restorer]
+        kids: list[Service] = [self.metrics, self.producer, self.acks, self.purger, self.restorer]
         if self.input is not None:
             kids.append(self.input)
         kids.append(self.committer)
@@ -159,7 +176,14 @@ class StreamApp(Service):
     async def start(self) -> None:
         if self.plan is None:
             await self._prepare_topics()
-        await super().start()
+        if self.snapshots is not None and not self._started:
+            self.snapshots.lock()
+        try:
+            await super().start()
+        except BaseException:
+            if self.snapshots is not None:
+                self.snapshots.unlock()
+            raise
 
     async def run(self) -> None:
         """Start, process until a stop is requested or a fatal error, then stop (within
@@ -205,8 +229,15 @@ class StreamApp(Service):
             async with self.lock:
                 if self.tasks.running():
                     await self.committer.commit_locked("shutdown", final=True)
+                if self.snapshots is not None and self.fatal is None:
+                    try:
+                        await save_on_shutdown(self, self.snapshots)
+                    except Exception as exc:  # noqa: BLE001 - snapshots are an optimisation
+                        log.warning("snapshots not written: %s: %s", type(exc).__name__, exc)
         for mt in self.tasks:
             self._close_task(mt, "shutdown")
+        if self.snapshots is not None:
+            self.snapshots.unlock()
         self.metrics.tasks.labels("running").set(0)
         self.metrics.tasks.labels("restoring").set(0)
 
@@ -235,8 +266,10 @@ class StreamApp(Service):
                 changelogs = dict(probe.changelog_topics)
             finally:
                 probe.close()
+            key_serdes = {t: _serde_name(self.topology.source_serdes(t, app_id)[0]) for t in st.source_topics}
             subs.append(SimpleNamespace(id=st.id, source_topics=st.source_topics, sink_topics=st.sink_topics,
-                                        repartition_topics=st.repartition_topics, changelog_topics=changelogs))
+                                        repartition_topics=st.repartition_topics, changelog_topics=changelogs,
+                                        key_serdes=key_serdes))
             self._subtopology_sources[st.id] = set(st.source_topics)
         uses_dlq = ErrorPolicy.DEAD_LETTER in self._error_policy.values()
         plan = plan_topics(subs, existing, changelog_configs, cfg.dead_letter_topic if uses_dlq else None)
@@ -251,9 +284,13 @@ class StreamApp(Service):
             log.info("sub-topology %d: %d task(s), sources %s", sid, n, sorted(self._subtopology_sources[sid]))
         self.plan = plan
         self.producer.partition_counts = plan.partition_counts()
+        self.purger.topics = frozenset(t for st in subs for t in st.repartition_topics)
+        consumer_config = dict(cfg.consumer_config)
+        if self.eos is not None:  # exactly-once: never read records of open or aborted transactions
+            consumer_config["isolation_level"] = "read_committed"
         self.input = InputConsumer(cfg.bootstrap_servers, app_id, f"{app_id}-consumer", plan.source_topics,
                                    _Listener(self), cfg.auto_offset_reset, cfg.max_poll_records,
-                                   cfg.consumer_config)
+                                   consumer_config)
 
     # ---- the processing loop ---------------------------------------------------------------------
 
@@ -454,6 +491,8 @@ class StreamApp(Service):
         log.error("task %s failed: %s; it restarts from its last committed offset", mt.id, error)
 
     async def _restart_failed(self) -> None:
+        if self.eos is not None:  # exactly-once: abort the open transaction; every running task restarts
+            await self.eos.recover()
         consumer = self.consumer
         for tid in sorted(self._failed):
             mt = self.tasks.get(tid)
@@ -509,6 +548,10 @@ class StreamApp(Service):
                      ", ".join(str(t) for t in sorted(groups)) or "none")
         except Exception as exc:  # noqa: BLE001 - aiokafka would swallow it
             self._set_fatal(exc)
+
+
+def _serde_name(serde: Any) -> str | None:
+    return None if serde is None else str(serde.name)
 
 
 def _log_send_failure(fut: "asyncio.Future[Any]") -> None:

@@ -69,6 +69,10 @@ class Committer(Service):
         Returns the offsets committed. Call with ``app.lock`` held.
         """
         app = self.app
+        if app.eos is not None:  # exactly-once: one transaction for every task (transactions.py)
+            committed = await app.eos.commit_locked(reason, final)
+            app.purger.committed(committed)
+            return committed
         started = time.perf_counter()
         tracker = app.acks.tracker
         targets = [mt for mt in (tasks if tasks is not None else app.tasks.running())
@@ -127,6 +131,7 @@ class Committer(Service):
                             reason, len(offsets), exc)
                 return {}
             self.committed.update(offsets)
+            app.purger.committed(offsets)
             self.commits += 1
             app.metrics.commits.inc()
             log.debug("committed (%s) %s", reason,

@@ -18,6 +18,7 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import IllegalOperation, KafkaError
 from aiokafka.partitioner import murmur2
 
 from .. import serde as _serde
@@ -81,6 +82,8 @@ class OutputProducer(Service):
         self._client_id = client_id
         self.producer: AIOKafkaProducer | None = None
         self.partition_counts: dict[str, int] = {}
+        #: exactly-once: the :class:`~streamproc.runtime.transactions.ExactlyOnce` every flush goes through
+        self.transactions: Any = None
 
     async def on_start(self) -> None:
         self.producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, client_id=self._client_id,
@@ -185,7 +188,26 @@ class SendBuffer:
 
     async def flush(self) -> list[tuple["asyncio.Future[Any]", frozenset[Any]]]:
         """Send everything buffered; return ``(future, sources)`` per producer batch, where
-        ``sources`` are the ``source`` values of the records sent to that batch's topic-partition."""
+        ``sources`` are the ``source`` values of the records sent to that batch's topic-partition.
+
+        Exactly-once: the sends join the open transaction (begun here if needed). When the
+        transaction already failed or a send raises (e.g. the producer was fenced), the records are
+        dropped and nothing is returned: the transaction is aborted and their tasks rewound."""
+        txn = self._out.transactions
+        if txn is None:
+            return await self._send_all()
+        if not await txn.before_send():
+            self._by_tp, self._sources, self.count = {}, {}, 0
+            return []
+        try:
+            sent = await self._send_all()
+        except (KafkaError, IllegalOperation) as exc:
+            txn.fail(exc)
+            return []
+        txn.track(fut for fut, _ in sent)
+        return sent
+
+    async def _send_all(self) -> list[tuple["asyncio.Future[Any]", frozenset[Any]]]:
         producer = self._out.producer
         assert producer is not None, "producer not started"
         sent: list[tuple[asyncio.Future[Any], frozenset[Any]]] = []

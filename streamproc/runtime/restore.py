@@ -61,8 +61,13 @@ class Restorer(Service):
 
     def __init__(self, bootstrap_servers: str, client_id: str, metrics: Metrics,
                  consumer_overrides: Mapping[str, Any] | None = None, log_interval_ms: int = 2000,
-                 max_records: int = 10_000) -> None:
+                 max_records: int = 10_000, isolation_level: str = "read_uncommitted",
+                 snapshots: Any = None) -> None:
         super().__init__()
+        #: ``read_committed`` under exactly-once: records of aborted transactions are not replayed
+        self._isolation_level = isolation_level
+        #: a :class:`~streamproc.runtime.snapshot.Snapshots` (``load`` gives the offset to start from)
+        self._snapshots = snapshots
         self._bootstrap = bootstrap_servers
         self._client_id = client_id
         self._overrides = dict(consumer_overrides or {})
@@ -109,7 +114,8 @@ class Restorer(Service):
                   if k not in ("group_instance_id", "isolation_level", "max_poll_records")}
         self._consumer = AIOKafkaConsumer(bootstrap_servers=self._bootstrap, client_id=self._client_id,
                                           group_id=None, enable_auto_commit=False,
-                                          auto_offset_reset="earliest", **kwargs)
+                                          auto_offset_reset="earliest", isolation_level=self._isolation_level,
+                                          **kwargs)
         await self._consumer.start()
         self.add_background(self._run(), "restore-loop")
 
@@ -143,10 +149,10 @@ class Restorer(Service):
                 self._assigned = frozenset(active)
             batch = await consumer.getmany(timeout_ms=200, max_records=self._max_records)
             for tp, records in batch.items():
-                p = active.get(tp)
-                if p is None or p.done or not self._owned(p):
+                part = active.get(tp)
+                if part is None or part.done or not self._owned(part):
                     continue
-                self._apply(p, records)
+                self._apply(part, records)
             for tp, p in active.items():
                 if not p.done and self._owned(p):
                     pos = await consumer.position(tp)
@@ -172,6 +178,13 @@ class Restorer(Service):
             for tp, p in job.partitions.items():
                 p.end = ends[tp]
                 p.position = begins[tp]
+                if self._snapshots is not None:  # a valid local snapshot: replay only the tail
+                    p.position = await self._snapshots.load(job.key, tp, p.store, begins[tp], ends[tp])
+                    if self._jobs.get(job.key) is not job:
+                        break
+            if self._jobs.get(job.key) is not job:
+                continue
+            for tp, p in job.partitions.items():
                 p.done = p.position >= p.end
                 remaining = max(0, p.end - p.position)
                 self._metrics.restore_remaining.labels(tp.topic, str(tp.partition)).set(remaining)
@@ -212,8 +225,9 @@ class Restorer(Service):
         for job in self._jobs.values():
             for tp, p in job.partitions.items():
                 if job.prepared and not p.done:
-                    log.info("task %s: restoring %s[%d]: offset %d, end %d, remaining %d", job.key, tp.topic,
-                             tp.partition, p.position, p.end, max(0, p.end - p.position))
+                    rate = p.restored / max(now - job.started, 1e-3)
+                    log.info("task %s: restoring %s[%d]: offset %d, end %d, remaining %d, rate %.0f records/s",
+                             job.key, tp.topic, tp.partition, p.position, p.end, max(0, p.end - p.position), rate)
 
     def _complete_finished(self) -> None:
         for key, job in list(self._jobs.items()):

@@ -4,8 +4,11 @@
 existing count on the broker; a missing topic that some sub-topology writes (repartition topics,
 outputs, ``through`` topics) takes the partition count of that writing sub-topology; a sub-topology's
 partition count is the common count of its source topics, which must be co-partitioned: equal
-counts, else :class:`~streamproc.errors.TopologyError` naming the topics and their counts.
+counts, else :class:`~streamproc.errors.TopologyError` naming the topics and their counts; and a
+repartition topic read with other topics must use their key serde (:func:`check_key_serdes`).
 Changelog topics get their sub-topology's count; the dead-letter topic the largest count.
+Repartition topics are created with ``retention.ms=-1`` (:data:`REPARTITION_TOPIC_CONFIG`) and
+purged up to the committed offsets by the :class:`RepartitionPurger`.
 
 :class:`TopicAdmin` reads the broker's metadata (one metadata request for all topics, so asking
 never auto-creates anything) and creates what the plan marks missing.
@@ -18,13 +21,23 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 
 from ..errors import TopologyError
+from .service import Service
 
-__all__ = ["TopicSpec", "TopicPlan", "plan_topics", "TopicAdmin"]
+__all__ = ["REPARTITION_TOPIC_CONFIG", "RepartitionPurger", "TopicAdmin", "TopicPlan", "TopicSpec", "check_key_serdes",
+           "plan_topics"]
 
 log = logging.getLogger(__name__)
+
+
+#: Configs of the repartition topics the daemon creates: records are never deleted by time (their
+#: timestamps are event times, possibly far in the past, and must survive until consumed); the
+#: :class:`RepartitionPurger` deletes what the group has committed instead.
+REPARTITION_TOPIC_CONFIG: Mapping[str, str] = {"cleanup.policy": "delete", "retention.ms": "-1",
+                                               "segment.ms": "600000"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
     ``changelog_configs``: changelog topic -> topic configs.
     """
     subs = list(subtopologies)
+    for st in subs:
+        check_key_serdes(st)
     readers: dict[str, int] = {}
     writers: dict[str, list[int]] = {}
     repartition: set[str] = set()
@@ -119,7 +134,7 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
                 raise TopologyError(
                     f"sub-topology {sid} reads topics that must be co-partitioned but their partition counts "
                     f"differ: {shown}; repartition one side or recreate the topics with equal counts")
-            counts[sid] = distinct.pop() if distinct else 1
+            counts[sid] = max((c for c in known.values() if c is not None), default=1)
             for t, c in known.items():
                 topic_count[t] = c  # type: ignore[assignment]
             del pending[sid]
@@ -139,7 +154,8 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
                     f"repartition topic {topic!r} has {existing[topic]} partitions but its writing sub-topology "
                     f"has {want}; delete the topic so it is recreated")
             n = existing[topic]
-        outputs[topic] = TopicSpec(topic, n if n is not None else want, kind)
+        configs = REPARTITION_TOPIC_CONFIG if kind == "repartition" else {}
+        outputs[topic] = TopicSpec(topic, n if n is not None else want, kind, dict(configs))
 
     changelogs: dict[int, dict[str, str]] = {}
     cfgs = changelog_configs or {}
@@ -156,6 +172,30 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
         n = existing.get(dead_letter_topic, max(counts.values(), default=1))
         outputs[dead_letter_topic] = TopicSpec(dead_letter_topic, n, "dead-letter")
     return TopicPlan(counts, readers, outputs, changelogs)
+
+
+def check_key_serdes(subtopology: Any) -> None:
+    """A sub-topology reading a repartition topic together with other topics (a re-keyed stream
+    joined with a table) gets a key's records from both only if the key has the same *bytes* on
+    both: the daemon partitions the repartition topic by its key serde's bytes (murmur2, like the
+    Java clients), the other topics were partitioned by their producers' bytes, which their key
+    serde declares. So the key serdes must match; else :class:`TopologyError` naming both.
+
+    ``subtopology.key_serdes`` maps each source topic to its key serde's name (None: no serde, the
+    raw bytes); sub-topologies without it are not checked.
+    """
+    serdes: Mapping[str, str | None] | None = getattr(subtopology, "key_serdes", None)
+    repartition = set(getattr(subtopology, "repartition_topics", ()))
+    if not serdes or len(serdes) < 2 or not repartition & set(serdes):
+        return
+    if len(set(serdes.values())) > 1:
+        shown = ", ".join(f"{t!r} ({'repartition, ' if t in repartition else ''}key serde "
+                          f"{name if name is not None else 'none (raw bytes)'})" for t, name in sorted(serdes.items()))
+        raise TopologyError(
+            f"sub-topology {subtopology.id} joins topics that must be co-partitioned by the same key bytes, but "
+            f"their key serdes differ: {shown}; a key would land on different partitions of each. Give the "
+            f"table the key serde its topic is written with (StreamsBuilder.table(..., key_serde=...)): the "
+            f"repartition topic before a join uses the table's key serde")
 
 
 class TopicAdmin:
@@ -221,3 +261,67 @@ class TopicAdmin:
                 await asyncio.sleep(0.1)
         finally:
             await admin.close()
+
+
+class RepartitionPurger(Service):
+    """Deletes the records of repartition topics below the group's committed offsets.
+
+    The committer reports every commit (:meth:`committed`); every ``interval_ms`` the purger sends
+    one ``DeleteRecords`` request for the repartition partitions whose committed offset moved since
+    the last purge. Errors are logged and retried at the next interval (a purge is housekeeping:
+    it never fails the app). ``interval_ms=0`` disables purging.
+    """
+
+    label = "purger"
+
+    def __init__(self, bootstrap_servers: str, client_id: str, interval_ms: int) -> None:
+        super().__init__()
+        self._bootstrap = bootstrap_servers
+        self._client_id = client_id
+        self._interval = interval_ms / 1000
+        self.topics: frozenset[str] = frozenset()
+        self._pending: dict[TopicPartition, int] = {}
+        self.purged: dict[TopicPartition, int] = {}
+        self._admin: AIOKafkaAdminClient | None = None
+
+    def committed(self, offsets: Mapping[TopicPartition, int]) -> None:
+        if not self._interval or not self.topics:
+            return
+        for tp, offset in offsets.items():
+            if tp.topic in self.topics and offset > self.purged.get(tp, 0):
+                self._pending[tp] = offset
+
+    async def on_start(self) -> None:
+        if self._interval and self.topics:
+            self.add_background(self._run(), "purge-loop")
+
+    async def on_stop(self) -> None:
+        await self._cancel_background()
+        if self._admin is not None:
+            await self._admin.close()
+            self._admin = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            await self.purge()
+
+    async def purge(self) -> None:
+        """Delete the records below the reported committed offsets now."""
+        todo, self._pending = self._pending, {}
+        if not todo:
+            return
+        try:
+            if self._admin is None:
+                self._admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, client_id=self._client_id)
+                await self._admin.start()
+            await self._admin.delete_records({tp: RecordsToDelete(off) for tp, off in todo.items()})
+        except Exception as exc:  # noqa: BLE001 - housekeeping: log, retry later
+            log.warning("purging %d repartition partition(s) failed: %r; retrying in %.0f s", len(todo), exc,
+                        self._interval)
+            for tp, off in todo.items():
+                self._pending.setdefault(tp, off)
+            return
+        self.purged.update(todo)
+        log.debug("purged repartition topics below %s",
+                  ", ".join(f"{tp.topic}[{tp.partition}]={o}" for tp, o in sorted(todo.items())))

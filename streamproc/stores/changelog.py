@@ -25,7 +25,7 @@ With ``key_serde``/``value_serde`` None the wrapper uses JSON (keys with
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from ..records import Windowed
 from ..serde import JSON, JSON_KEY, Serde
@@ -33,7 +33,7 @@ from ._checks import check_int, check_optional_int
 from .changelog_format import (
     ChangelogRecord,
     changelog_topic_config,
-    session_changelog_key,
+    session_key_suffix,
     split_session_changelog_key,
     split_window_changelog_key,
     window_changelog_key,
@@ -48,6 +48,9 @@ __all__ = ["change_logged", "ChangeLoggingKeyValueStore", "ChangeLoggingWindowSt
            "changelog_topic_config"]
 
 _SEQ_MASK = 0x7FFFFFFF
+_END_START = session_key_suffix
+_record = tuple.__new__                  # ChangelogRecord without the NamedTuple __new__ wrapper
+_INT_MEMO_SIZE = 4096                    # distinct int values whose serialised bytes are kept
 
 
 class _ChangeLogging:
@@ -65,6 +68,7 @@ class _ChangeLogging:
         self._where = f"changelog {self.changelog_topic!r} of {inner.kind.replace('_', '-')} store {inner.name!r}"
         self._pending: dict[Any, ChangelogRecord] = {}
         self._record_ts: int | None = None
+        self._int_bytes: dict[int, bytes | None] = {}
 
     # -- serialisation helpers --------------------------------------------------------------
     def _key_bytes(self, key: Any) -> bytes:
@@ -73,6 +77,15 @@ class _ChangeLogging:
         return self.key_serde.serialize(key, self._where)  # type: ignore[return-value]
 
     def _value_bytes(self, value: Any) -> bytes | None:
+        if type(value) is int:  # counts and the like: serialised once per distinct value (memo)
+            memo = self._int_bytes
+            data = memo.get(value)
+            if data is None:
+                data = self.value_serde.serialize(value, self._where)
+                if len(memo) >= _INT_MEMO_SIZE:
+                    memo.clear()
+                memo[value] = data
+            return data
         return self.value_serde.serialize(value, self._where)
 
     def _ts(self, timestamp: int | None) -> int:
@@ -299,9 +312,48 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         vb = self._value_bytes(agg)
         if not inner._write(key, start, end, agg, count_drop):
             return False
-        ck = session_changelog_key(kb, end, start)
-        self._pending[ck] = ChangelogRecord(ck, vb, self._ts(timestamp))
+        ck = kb + _END_START(end, start)
+        self._pending[ck] = _record(ChangelogRecord, (ck, vb, self._ts(timestamp)))
         return True
+
+    def _find(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
+        """``inner._find``: the processor fast path (see :class:`SessionStore`)."""
+        return self.inner._find(key, earliest_session_end, latest_session_start)
+
+    def _entries(self) -> list[list[Any]]:
+        """``inner._entries()`` (see :class:`SessionStore`)."""
+        return self.inner._entries()
+
+    def _replace(self, key: Any, removed: Sequence[list[Any]], start: int, end: int,
+                 agg: Any) -> list[Any] | None:
+        """``inner._replace(...)``, logged exactly like the equivalent ``remove``/``put`` calls: a
+        tombstone per removed session (timestamped before the put), then the put's record."""
+        inner = self.inner
+        where = self._where
+        if key is None:
+            raise ValueError(f"{where}: key must not be None")
+        kb = self.key_serde.serialize(key, where)
+        vb = self._value_bytes(agg)
+        record_ts = self._record_ts
+        pending = self._pending
+        if len(removed) == 1:  # the common merge: one session extended
+            before = record_ts if record_ts is not None else inner._observed
+            entry = removed[0]
+            ck = kb + _END_START(entry[0], entry[1])  # type: ignore[operator]
+            entry = inner._replace(key, removed, start, end, agg)
+            pending[ck] = _record(ChangelogRecord, (ck, None, before))
+        elif removed:
+            before = record_ts if record_ts is not None else inner._observed
+            tombstones = [kb + _END_START(e[0], e[1]) for e in removed]  # type: ignore[operator]
+            entry = inner._replace(key, removed, start, end, agg)
+            for ck in tombstones:
+                pending[ck] = _record(ChangelogRecord, (ck, None, before))
+        else:
+            entry = inner._replace(key, removed, start, end, agg)
+        if entry is not None:
+            ck = kb + _END_START(end, start)  # type: ignore[operator]
+            pending[ck] = _record(ChangelogRecord, (ck, vb, record_ts if record_ts is not None else inner._observed))
+        return entry
 
     def put(self, session: Windowed, agg: Any, timestamp: int | None = None) -> bool:
         """``inner.put(session, agg)`` and log it (``None`` logs a tombstone)."""

@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 from ..serde import show_bytes
 
 __all__ = ["ChangelogRecord", "ADDITIONAL_RETENTION_MS", "window_changelog_key", "session_changelog_key",
-           "split_window_changelog_key", "split_session_changelog_key", "changelog_topic_config"]
+           "split_window_changelog_key", "split_session_changelog_key", "changelog_topic_config",
+           "session_key_suffix"]
 
 #: Extra time a changelog keeps records beyond the store's retention (broker clocks are wall time).
 ADDITIONAL_RETENTION_MS = 24 * 60 * 60 * 1000
@@ -64,6 +65,10 @@ def split_window_changelog_key(data: bytes, with_seq: bool, where: str = "") -> 
 def session_changelog_key(key_bytes: bytes, end: int, start: int) -> bytes:
     """``key_bytes + end + start`` (8 bytes BE each)."""
     return key_bytes + _END_START.pack(end, start)
+
+
+#: ``session_key_suffix(end, start)``: the part of a session changelog key after the key bytes.
+session_key_suffix = _END_START.pack
 
 
 def split_session_changelog_key(data: bytes, where: str = "") -> tuple[bytes, int, int]:

@@ -7,11 +7,25 @@ iterator yields (KIP-428's snapshot rule). Iterators support ``close()`` and ``w
 
 from __future__ import annotations
 
-from typing import Generic, Iterator, TypeVar
+from functools import partial
+from typing import Any, Generic, Iterable, Iterator, TypeVar
+
+from ..records import KeyValue, Windowed
 
 T = TypeVar("T")
 
-__all__ = ["StoreIterator"]
+__all__ = ["StoreIterator", "key_values", "new_key_value", "new_windowed"]
+
+#: ``new_key_value((key, value))`` -> ``KeyValue(key, value)`` without the NamedTuple ``__new__``
+#: wrapper (a C-level call; for bulk results, :func:`key_values`).
+new_key_value = partial(tuple.__new__, KeyValue)
+#: ``new_windowed((key, start, end))`` -> ``Windowed(key, start, end)``, the same way.
+new_windowed = partial(tuple.__new__, Windowed)
+
+
+def key_values(keys: Iterable[Any], values: Iterable[Any]) -> list[KeyValue]:
+    """``[KeyValue(k, v) for k, v in zip(keys, values)]``, built at C speed."""
+    return list(map(new_key_value, zip(keys, values)))
 
 
 class StoreIterator(Generic[T]):

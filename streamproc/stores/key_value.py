@@ -26,7 +26,7 @@ from sortedcontainers import SortedDict
 from ..records import KeyValue
 from ._checks import check_name, fail_key, key_type_error, keys_not_comparable
 from .base import StoreBase, log
-from .iterators import StoreIterator
+from .iterators import StoreIterator, key_values
 
 __all__ = ["KeyValueStore"]
 
@@ -59,6 +59,8 @@ class KeyValueStore(StoreBase):
         try:
             if value is None:
                 m.pop(key, None)
+            elif key in m:
+                _dict_set(m, key, value)  # existing key: the sorted key list is unchanged
             else:
                 m[key] = value
         except TypeError as exc:
@@ -101,15 +103,13 @@ class KeyValueStore(StoreBase):
             keys = list(m.irange(key_from, key_to, reverse=backward))
         except TypeError as exc:
             raise keys_not_comparable(self._owner(), exc) from None
-        get = m.__getitem__
-        return StoreIterator([KeyValue(k, get(k)) for k in keys])
+        return StoreIterator(key_values(keys, map(m.__getitem__, keys)))
 
     def all(self, backward: bool = False) -> StoreIterator[KeyValue]:
         """Every entry in key order (descending when backward)."""
         m = self._map
-        keys = reversed(m.keys()) if backward else m.keys()
-        get = m.__getitem__
-        return StoreIterator([KeyValue(k, get(k)) for k in keys])
+        keys = list(reversed(m.keys()) if backward else m.keys())
+        return StoreIterator(key_values(keys, map(m.__getitem__, keys)))
 
     def count(self) -> int:
         """Number of keys."""
@@ -123,3 +123,6 @@ class KeyValueStore(StoreBase):
 
     def _clear(self) -> None:
         self._map.clear()
+
+
+_dict_set = dict.__setitem__

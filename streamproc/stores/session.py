@@ -2,15 +2,6 @@
 
 A session is ``Windowed(key, start, end)`` with ``start <= end`` (both inclusive) and an aggregate.
 
-Layout (chosen for ``find_sessions`` in O(log n + k) per key):
-
-- ``_sessions``: an ordered map ``(key, end, start) -> aggregate``. The sessions of one key are a
-  contiguous run ordered by end, then start; ``find_sessions`` bisects to ``(key,
-  earliest_session_end)`` and stops as soon as ``end > latest_session_start + longest session``
-  (no session further on can start early enough).
-- ``_ends``: an ordered list of ``(end, key, start)``: the index by **end time, then key, then
-  start** used for expiry and for multi-key reads.
-
 Rules (``observed`` is the largest session end ever given to ``put``/``remove``; starts at -1):
 
 - ``put(Windowed(key, start, end), agg)``: ``observed = max(observed, end)``; a session with
@@ -18,8 +9,8 @@ Rules (``observed`` is the largest session end ever given to ``put``/``remove``;
   ``dropped_records`` and returns False. Otherwise the aggregate is stored (replacing) and ``put``
   returns True; ``agg is None`` removes the session.
 - ``remove(windowed)``: ``put(windowed, None)`` without counting a drop.
-- Expired sessions (``end < observed - retention``) are removed before every read and never
-  returned.
+- Expired sessions (``end < observed - retention``) are removed whenever ``observed`` advances, so
+  they are never returned.
 - ``find_sessions(key, earliest_session_end, latest_session_start)``: the live sessions of ``key``
   with ``end >= earliest_session_end and start <= latest_session_start``, ordered by end then
   start. KIP example: sessions [0,99] [101,200] [201,300] [301,400]; ``find_sessions(k, 150, 300)``
@@ -30,40 +21,70 @@ Rules (``observed`` is the largest session end ever given to ``put``/``remove``;
   then start. ``key_from > key_to`` yields nothing (and logs a warning). ``backward=True``
   reverses any of these.
 - Reads return snapshot iterators of ``KeyValue(Windowed(key, start, end), agg)``.
+- Keys must be hashable and mutually comparable: a key that cannot be ordered against the keys the
+  store already holds is rejected with ``TypeError`` before anything changes.
+
+Layout (chosen for the per-record path of session aggregation: find, merge, replace):
+
+- ``_by_key``: ``key -> [entry, ...]``, the sessions of one key sorted by ``(end, start)``; an entry
+  is a list ``[end, start, agg, key]``. A key usually has one or two live sessions, so finding and
+  replacing them is a dict lookup plus a scan of a short list (bisect when it is long).
+- ``_expiry``: a heap of ``(end, seq, entry)`` for expiry. It is lazy: removing a session only marks
+  its entry (``agg`` slot set to None; stored aggregates are never None), and a session extended in
+  place by :meth:`_replace` keeps its old heap item; when an item surfaces below the cutoff, a
+  removed entry is skipped, an entry whose end moved on is pushed again with its current end, and
+  only a really expired one is deleted. The next expiry therefore costs one comparison
+  (``_expiry[0][0] < cutoff``) on every advance of ``observed``.
+- Multi-key reads (``fetch_keys``, ``all``) collect the matching entries and sort them by
+  ``(end, key, start)``: O(n log n) in the number of live sessions, like a scan (they are not on the
+  per-record path). ``find_sessions``, ``fetch`` and ``fetch_session`` touch one key only.
+
+The processor fast path (:mod:`streamproc.processors.session_aggregate`) uses internal methods:
+:meth:`_find` (the entries ``find_sessions`` would return, without building result objects),
+:meth:`_replace` (remove some of them and put the merged session, with exactly the effects of the
+equivalent ``remove``/``put`` calls; it returns the entry holding the new session) and
+:meth:`_entries`. An entry whose ``agg`` slot is None has left the store.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from sortedcontainers import SortedDict, SortedList
+from bisect import bisect_left
+from heapq import heappop, heappush
+from typing import Any, Sequence
 
 from ..records import KeyValue, Windowed
 from ..time import Duration
 from ._checks import check_duration, check_int, check_name, fail_key, key_type_error, keys_not_comparable
 from .base import StoreBase, log
-from .iterators import StoreIterator
+from .iterators import StoreIterator, new_key_value, new_windowed
 
 __all__ = ["SessionStore"]
 
+# Entry slots: [END, START, AGG, KEY]; AGG is None once the entry left the store.
+END, START, AGG, KEY = 0, 1, 2, 3
+_NO_KEY = object()
+
 
 class SessionStore(StoreBase):
-    """An in-memory session store indexed by end time."""
+    """An in-memory session store: sessions per key, plus a lazy end-time heap for expiry."""
 
-    __slots__ = ("retention", "_sessions", "_ends", "_max_length")
+    __slots__ = ("retention", "_by_key", "_expiry", "_count", "_max_length", "_seq", "_ref_key")
     kind = "session"
 
     def __init__(self, name: str, retention: Duration) -> None:
         name = check_name(name, "session")
         self.retention = check_duration(retention, "retention", f"session store {name!r}")
         super().__init__(name)
-        self._sessions: SortedDict = SortedDict()
-        self._ends: SortedList = SortedList()
+        self._by_key: dict[Any, list[list[Any]]] = {}
+        self._expiry: list[tuple[int, int, list[Any]]] = []
+        self._count = 0
         self._max_length = 0
+        self._seq = 0
+        self._ref_key: Any = _NO_KEY
 
     # -- validation -------------------------------------------------------------------------
     def _unpack(self, session: Any, arg: str = "session") -> tuple[Any, int, int]:
-        if not isinstance(session, Windowed):
+        if type(session) is not Windowed and not isinstance(session, Windowed):
             raise TypeError(f"{self._owner()}: {arg} must be a Windowed(key, start, end), "
                             f"got {type(session).__name__} {session!r}")
         key, start, end = session
@@ -77,6 +98,32 @@ class SessionStore(StoreBase):
             raise ValueError(f"{self._owner()}: {arg} must have start <= end, got start={start}, end={end}")
         return key, start, end
 
+    def _sessions_of(self, key: Any) -> list[list[Any]] | None:
+        """The entry list of ``key`` (None if it has no session); unhashable keys -> TypeError."""
+        try:
+            return self._by_key.get(key)
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+
+    def _check_new_key(self, key: Any) -> None:
+        """A key the store does not hold yet must be orderable against the keys it holds."""
+        if self._ref_key is _NO_KEY or not self._by_key:
+            self._ref_key = key
+        else:
+            self._check_comparable(key)
+
+    def _check_comparable(self, key: Any) -> None:
+        """TypeError (naming the store and key) if ``key`` cannot be ordered against the stored keys
+        (checked against one stored key, as an ordered index would on insert or lookup)."""
+        ref = self._ref_key
+        if ref is _NO_KEY or not self._by_key:
+            return
+        try:
+            key < ref  # noqa: B015 - only the comparison matters
+            ref < key  # noqa: B015
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+
     # -- writes -----------------------------------------------------------------------------
     def put(self, session: Windowed, agg: Any) -> bool:
         """Store ``agg`` for ``session``; ``None`` removes it. False when the session was expired."""
@@ -89,72 +136,181 @@ class SessionStore(StoreBase):
         return self._write(key, start, end, None, False)
 
     def _write(self, key: Any, start: int, end: int, agg: Any, count_drop: bool) -> bool:
+        if agg is None:
+            return self._delete(key, start, end, count_drop)
+        return self._store(key, start, end, agg) is not None
+
+    def _delete(self, key: Any, start: int, end: int, count_drop: bool) -> bool:
+        """Remove session ``[start, end]`` of ``key`` (if present); False when it was expired."""
         obs = self._observed
         new_obs = end if end > obs else obs
         if end < new_obs - self.retention:
             if count_drop:
                 self._dropped += 1
             return False
-        sessions = self._sessions
-        skey = (key, end, start)
-        try:
-            if agg is None:
-                if sessions.pop(skey, _MISSING) is not _MISSING:
-                    self._ends.remove((end, key, start))
-            elif skey in sessions:
-                _dict_set(sessions, skey, agg)  # existing key: the order index is unchanged
-            else:
-                sessions[skey] = agg
-                try:
-                    self._ends.add((end, key, start))
-                except TypeError:
-                    del sessions[skey]
-                    raise
-                if end - start > self._max_length:
-                    self._max_length = end - start
-        except TypeError as exc:
-            raise key_type_error(self._owner(), key, exc) from None
+        lst = self._sessions_of(key)
+        if lst:
+            i = _index(lst, end, start)
+            if i >= 0:
+                self._unlink(lst, i)
         if new_obs != obs:
-            self._observed = new_obs
-            self._expire()
+            self._advance(new_obs)
         return True
 
-    def _expire(self) -> None:
-        """Remove every session with ``end < observed - retention``."""
-        cutoff = self._observed - self.retention
-        ends = self._ends
-        sessions = self._sessions
-        while ends:
-            end, key, start = ends[0]
-            if end >= cutoff:
+    def _store(self, key: Any, start: int, end: int, agg: Any) -> list[Any] | None:
+        """Store ``agg`` (not None) for session ``[start, end]`` of ``key``; return the entry holding
+        it, or None when the session was expired (the drop is counted)."""
+        obs = self._observed
+        new_obs = end if end > obs else obs
+        if end < new_obs - self.retention:
+            self._dropped += 1
+            return None
+        lst = self._sessions_of(key)
+        if lst is None:
+            self._check_new_key(key)
+            entry = self._new_entry(key, start, end, agg)
+            self._by_key[key] = [entry]
+        else:
+            i = _index(lst, end, start)
+            if i >= 0:
+                entry = lst[i]
+                entry[AGG] = agg
+            else:
+                entry = self._new_entry(key, start, end, agg)
+                _insert(lst, entry)
+        if new_obs != obs:
+            self._advance(new_obs)
+        return entry
+
+    def _advance(self, new_observed: int) -> None:
+        """Set the observed time and expire what fell out of retention."""
+        self._observed = new_observed
+        heap = self._expiry
+        if heap and heap[0][0] < new_observed - self.retention:
+            self._expire(new_observed - self.retention)
+
+    def _new_entry(self, key: Any, start: int, end: int, agg: Any) -> list[Any]:
+        entry = [end, start, agg, key]
+        self._seq = seq = self._seq + 1
+        heappush(self._expiry, (end, seq, entry))
+        self._count += 1
+        if end - start > self._max_length:
+            self._max_length = end - start
+        return entry
+
+    def _unlink(self, lst: list[list[Any]], i: int) -> None:
+        """Remove ``lst[i]`` from the store (its heap item is dropped lazily)."""
+        entry = lst.pop(i)
+        entry[AGG] = None
+        self._count -= 1
+        if not lst:
+            del self._by_key[entry[KEY]]
+
+    def _expire(self, cutoff: int) -> None:
+        """Remove every session with ``end < cutoff`` (``cutoff = observed - retention``)."""
+        heap = self._expiry
+        by_key = self._by_key
+        while heap and heap[0][0] < cutoff:
+            entry = heappop(heap)[2]
+            if entry[AGG] is None:
+                continue                      # removed earlier
+            end = entry[END]
+            if end >= cutoff:                 # extended in place since it was pushed
+                self._seq = seq = self._seq + 1
+                heappush(heap, (end, seq, entry))
+                continue
+            lst = by_key[entry[KEY]]
+            del lst[0 if lst[0] is entry else _identity_index(lst, entry)]
+            entry[AGG] = None
+            self._count -= 1
+            if not lst:
+                del by_key[entry[KEY]]
+
+    # -- the processor fast path ------------------------------------------------------------
+    def _find(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
+        """The entries ``find_sessions`` returns (same checks, same order), as the store's own lists.
+
+        The caller must not modify them; they stay valid for :meth:`_replace` until the next write.
+        """
+        if key is None:
+            fail_key(self._owner())
+        if type(earliest_session_end) is not int:
+            earliest_session_end = check_int(self._owner(), "earliest_session_end", earliest_session_end)
+        if type(latest_session_start) is not int:
+            latest_session_start = check_int(self._owner(), "latest_session_start", latest_session_start)
+        try:
+            lst = self._by_key.get(key)
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+        if not lst:
+            self._check_comparable(key)
+            return []
+        if len(lst) == 1:
+            e = lst[0]
+            if e[END] >= earliest_session_end and e[START] <= latest_session_start:
+                return [e]
+            return []
+        i = 0 if lst[0][END] >= earliest_session_end else bisect_left(lst, [earliest_session_end])
+        stop_end = latest_session_start + self._max_length
+        out = []
+        for e in lst[i:] if i else lst:
+            if e[END] > stop_end:
                 break
-            del ends[0]
-            del sessions[(key, end, start)]
+            if e[START] <= latest_session_start:
+                out.append(e)
+        return out
+
+    def _replace(self, key: Any, removed: Sequence[list[Any]], start: int, end: int, agg: Any) -> list[Any] | None:
+        """``remove`` every entry of ``removed`` (entries of ``key`` just returned by :meth:`_find`),
+        then ``put(Windowed(key, start, end), agg)``; return the entry now holding the new session,
+        or None when the put was dropped as expired.
+
+        ``agg`` must not be None. The effects (contents, observed time, drops, expiry) are those of
+        the sequence of calls; a single removed session that the new one contains is updated in
+        place (the returned entry is then that removed entry, with its new window).
+        """
+        obs = self._observed
+        new_obs = end if end > obs else obs
+        retention = self.retention
+        if len(removed) == 1 and end < new_obs - retention:
+            pass  # the put will be dropped: take the general path below
+        elif len(removed) == 1:
+            old = removed[0]
+            if old[START] == start and old[END] == end:
+                old[AGG] = agg                # remove + put of the same window = overwrite
+                return old
+            if start <= old[START] and end >= old[END]:
+                lst = self._by_key[key]
+                last = len(lst) - 1
+                i = last if lst[last] is old else _identity_index(lst, old)
+                if ((i == last or (end, start) < (lst[i + 1][END], lst[i + 1][START]))
+                        and (i == 0 or (end, start) > (lst[i - 1][END], lst[i - 1][START]))):
+                    old[END] = end            # extend in place: the heap item is re-keyed lazily
+                    old[START] = start
+                    old[AGG] = agg
+                    if end - start > self._max_length:
+                        self._max_length = end - start
+                    if new_obs != obs:
+                        self._advance(new_obs)
+                    return old
+        if removed:
+            lst = self._by_key[key]
+            for old in removed:
+                if old[AGG] is not None:
+                    self._unlink(lst, _identity_index(lst, old))
+        return self._store(key, start, end, agg)
+
+    def _entries(self) -> list[list[Any]]:
+        """Every live entry ``[end, start, agg, key]`` (no order; read-only for the caller)."""
+        return [e for lst in self._by_key.values() for e in lst]
 
     # -- reads ------------------------------------------------------------------------------
     def find_sessions(self, key: Any, earliest_session_end: int, latest_session_start: int,
                       backward: bool = False) -> StoreIterator[KeyValue]:
         """Sessions of ``key`` with ``end >= earliest_session_end and start <= latest_session_start``,
         ordered by end then start."""
-        if key is None:
-            fail_key(self._owner())
-        owner = self._owner()
-        if type(earliest_session_end) is not int:
-            earliest_session_end = check_int(owner, "earliest_session_end", earliest_session_end)
-        if type(latest_session_start) is not int:
-            latest_session_start = check_int(owner, "latest_session_start", latest_session_start)
-        sessions = self._sessions
-        stop_end = latest_session_start + self._max_length
-        out: list[KeyValue] = []
-        try:
-            for skey in sessions.irange((key, earliest_session_end)):
-                k, end, start = skey
-                if end > stop_end or k != key:
-                    break
-                if start <= latest_session_start:
-                    out.append(KeyValue(Windowed(k, start, end), sessions[skey]))
-        except TypeError as exc:
-            raise key_type_error(owner, key, exc) from None
+        found = self._find(key, earliest_session_end, latest_session_start)
+        out = [new_key_value((new_windowed((e[KEY], e[START], e[END])), e[AGG])) for e in found]
         if backward:
             out.reverse()
         return StoreIterator(out)
@@ -164,24 +320,23 @@ class SessionStore(StoreBase):
         if key is None:
             fail_key(self._owner())
         try:
-            return self._sessions.get((key, end, start))
+            lst = self._by_key.get(key)
         except TypeError as exc:
             raise key_type_error(self._owner(), key, exc) from None
+        if not lst:
+            return None
+        i = _index(lst, end, start)
+        return lst[i][AGG] if i >= 0 else None
 
     def fetch(self, key: Any, backward: bool = False) -> StoreIterator[KeyValue]:
         """Every session of ``key``, ordered by end then start."""
         if key is None:
             fail_key(self._owner())
-        sessions = self._sessions
-        out: list[KeyValue] = []
-        try:
-            for skey in sessions.irange((key,)):
-                k, end, start = skey
-                if k != key:
-                    break
-                out.append(KeyValue(Windowed(k, start, end), sessions[skey]))
-        except TypeError as exc:
-            raise key_type_error(self._owner(), key, exc) from None
+        lst = self._sessions_of(key)
+        if not lst:
+            self._check_comparable(key)
+            return StoreIterator([])
+        out = [new_key_value((new_windowed((e[KEY], e[START], e[END])), e[AGG])) for e in lst]
         if backward:
             out.reverse()
         return StoreIterator(out)
@@ -195,36 +350,63 @@ class SessionStore(StoreBase):
                 log.warning("%s: fetch_keys with key_from %r > key_to %r returns nothing",
                             owner, key_from, key_to)
                 return StoreIterator([])
-            sessions = self._sessions
-            found: list[tuple[int, Any, int]] = []
-            lower = None if key_from is None else (key_from,)
-            for k, end, start in sessions.irange(lower):
-                if key_to is not None and k > key_to:
-                    break
-                found.append((end, k, start))
-            found.sort()
+            rows = [(e[END], e[KEY], e[START], e[AGG])
+                    for k, lst in self._by_key.items()
+                    if (key_from is None or k >= key_from) and (key_to is None or k <= key_to)
+                    for e in lst]
+            rows.sort(key=_row_order)
         except TypeError as exc:
             raise keys_not_comparable(owner, exc) from None
-        out = [KeyValue(Windowed(k, start, end), sessions[(k, end, start)]) for end, k, start in found]
+        out = [new_key_value((new_windowed((k, start, end)), agg)) for end, k, start, agg in rows]
         if backward:
             out.reverse()
         return StoreIterator(out)
 
     def all(self, backward: bool = False) -> StoreIterator[KeyValue]:
         """Every live session, ordered by end, key, start."""
-        sessions = self._sessions
-        items = self._ends if not backward else reversed(self._ends)
-        return StoreIterator([KeyValue(Windowed(k, start, end), sessions[(k, end, start)])
-                              for end, k, start in items])
+        return self.fetch_keys(None, None, backward)
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        return self._count
 
     def _clear(self) -> None:
-        self._sessions.clear()
-        self._ends.clear()
+        self._by_key.clear()
+        self._expiry.clear()
+        self._count = 0
         self._max_length = 0
+        self._ref_key = _NO_KEY
 
 
-_MISSING = object()
-_dict_set = dict.__setitem__
+def _row_order(row: tuple[int, Any, int, Any]) -> tuple[int, Any, int]:
+    return row[0], row[1], row[2]
+
+
+def _index(lst: list[list[Any]], end: int, start: int) -> int:
+    """Position of the entry ``(end, start)`` in a key's sorted list, or -1."""
+    n = len(lst)
+    if n <= 4:
+        for i in range(n):
+            e = lst[i]
+            if e[END] == end and e[START] == start:
+                return i
+        return -1
+    i = bisect_left(lst, [end, start])
+    if i < n and lst[i][END] == end and lst[i][START] == start:
+        return i
+    return -1
+
+
+def _identity_index(lst: list[list[Any]], entry: list[Any]) -> int:
+    for i, e in enumerate(lst):
+        if e is entry:
+            return i
+    raise ValueError("session entry is not in the store (was the store written to since _find?)")
+
+
+def _insert(lst: list[list[Any]], entry: list[Any]) -> None:
+    """Insert ``entry`` keeping the list sorted by ``(end, start)``."""
+    last = lst[-1]
+    if entry[END] > last[END] or (entry[END] == last[END] and entry[START] > last[START]):
+        lst.append(entry)
+    else:
+        lst.insert(bisect_left(lst, [entry[END], entry[START]]), entry)

@@ -7,8 +7,9 @@ retention.
 
 Layout:
 
-- a **latest-value map** ``key -> (timestamp, value)`` holding each key's newest version
-  (``value`` None for a tombstone);
+- a **latest-value map** ``key -> VersionedRecord(value, timestamp, None)`` holding each key's
+  newest version (``value`` None for a tombstone); ``get(key)`` returns that record itself (records
+  are immutable), so reading the newest version allocates nothing;
 - each key's **older versions** as parallel arrays of ``valid_from`` and values, ascending; as
   versions of a key are contiguous, a version's ``valid_to`` is the next entry's ``valid_from``
   (the newest older version ends at the latest version's timestamp), so ``get(key, as_of)`` is one
@@ -47,6 +48,7 @@ Vector (H = 100): ``put(k,a,10) -> -1; put(k,b,20) -> -1; put(k,c,15) -> 20``; `
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import partial
 from typing import Any, NamedTuple
 
 from sortedcontainers import SortedDict
@@ -70,6 +72,10 @@ class VersionedRecord(NamedTuple):
     value: Any
     timestamp: int
     valid_to: int | None = None
+
+
+#: ``_record((value, timestamp, valid_to))``: a VersionedRecord without the NamedTuple ``__new__`` wrapper.
+_record = partial(tuple.__new__, VersionedRecord)
 
 
 def default_segment_interval(history_retention: int) -> int:
@@ -101,7 +107,7 @@ class VersionedKeyValueStore(StoreBase):
             self.segment_interval = check_duration(segment_interval, "segment_interval", owner,
                                                    allow_zero=False)
         super().__init__(name)
-        self._latest: dict[Any, tuple[int, Any]] = {}
+        self._latest: dict[Any, VersionedRecord] = {}
         self._history: dict[Any, tuple[list[int], list[Any]]] = {}
         self._segments: SortedDict = SortedDict()
         self._num_history = 0
@@ -129,22 +135,22 @@ class VersionedKeyValueStore(StoreBase):
         interval = self.segment_interval
         result = VALID_TO_UNDEFINED
         if latest is None:
-            latest_map[key] = (timestamp, value)
+            latest_map[key] = _record((value, timestamp, None))
             if value is None:
                 self._index(timestamp // interval, key)
         else:
-            latest_ts = latest[0]
+            latest_ts = latest[1]
             if timestamp >= latest_ts:
                 if timestamp > latest_ts:
                     hist = self._history.get(key)
                     if hist is None:
-                        self._history[key] = ([latest_ts], [latest[1]])
+                        self._history[key] = ([latest_ts], [latest[0]])
                     else:
                         hist[0].append(latest_ts)
-                        hist[1].append(latest[1])
+                        hist[1].append(latest[0])
                     self._num_history += 1
                     self._index(timestamp // interval, key)  # the old latest now ends at `timestamp`
-                latest_map[key] = (timestamp, value)
+                latest_map[key] = _record((value, timestamp, None))
                 if value is None:
                     self._index(timestamp // interval, key)
             else:
@@ -212,14 +218,14 @@ class VersionedKeyValueStore(StoreBase):
             if hist is not None:
                 stamps, values = hist
                 # valid_to of stamps[j] is stamps[j + 1], and the latest timestamp for the last one
-                drop = len(stamps) if latest[0] < cut else bisect_left(stamps, cut, 1) - 1
+                drop = len(stamps) if latest[1] < cut else bisect_left(stamps, cut, 1) - 1
                 if drop > 0:
                     del stamps[:drop]
                     del values[:drop]
                     self._num_history -= drop
                     if not stamps:
                         del history[key]
-            if latest[1] is None and latest[0] < cut and key not in history:
+            if latest[0] is None and latest[1] < cut and key not in history:
                 del latest_map[key]
 
     # -- reads ------------------------------------------------------------------------------
@@ -235,11 +241,9 @@ class VersionedKeyValueStore(StoreBase):
             raise key_type_error(self._owner(), key, exc) from None
         if latest is None:
             return None
-        latest_ts, latest_value = latest
-        if as_of is None:
-            return None if latest_value is None else VersionedRecord(latest_value, latest_ts, None)
-        if latest_ts <= as_of:
-            return None if latest_value is None else VersionedRecord(latest_value, latest_ts, None)
+        latest_ts = latest[1]
+        if as_of is None or latest_ts <= as_of:
+            return None if latest[0] is None else latest
         if as_of < self._observed - self.history_retention:
             return None
         hist = self._history.get(key)
@@ -252,7 +256,7 @@ class VersionedKeyValueStore(StoreBase):
         value = values[i]
         if value is None:
             return None
-        return VersionedRecord(value, stamps[i], stamps[i + 1] if i + 1 < len(stamps) else latest_ts)
+        return _record((value, stamps[i], stamps[i + 1] if i + 1 < len(stamps) else latest_ts))
 
     def delete(self, key: Any, timestamp: int) -> VersionedRecord | None:
         """Put a tombstone at ``timestamp`` and return what ``get(key, timestamp)`` gave before it.
@@ -288,8 +292,8 @@ class VersionedKeyValueStore(StoreBase):
             stamps, values = hist
             n = len(stamps)
             for i in range(n):
-                out.append(VersionedRecord(values[i], stamps[i], stamps[i + 1] if i + 1 < n else latest[0]))
-        out.append(VersionedRecord(latest[1], latest[0], None))
+                out.append(VersionedRecord(values[i], stamps[i], stamps[i + 1] if i + 1 < n else latest[1]))
+        out.append(latest)
         return out
 
     def keys(self) -> list[Any]:

@@ -43,7 +43,7 @@ from typing import Any
 
 from sortedcontainers import SortedDict
 
-from ..records import KeyValue, Windowed
+from ..records import KeyValue
 from ..time import Duration
 from ._checks import (
     check_duration,
@@ -55,7 +55,7 @@ from ._checks import (
     keys_not_comparable,
 )
 from .base import StoreBase, log
-from .iterators import StoreIterator
+from .iterators import StoreIterator, new_key_value, new_windowed
 
 __all__ = ["WindowStore", "SMALL_SEGMENT"]
 
@@ -137,7 +137,7 @@ class WindowStore(StoreBase):
                 segs[window_start] = {key: value}
                 self._count += 1
             elif key in seg:
-                seg[key] = value
+                _dict_set(seg, key, value)  # existing key (dict or SortedDict): the key order is unchanged
             else:
                 self._add_key(window_start, seg, key, value)
         except TypeError as exc:
@@ -214,12 +214,12 @@ class WindowStore(StoreBase):
                     values = segs[start].get(key)
                     if values is not None:
                         for v in (reversed(values) if backward else values):
-                            append(KeyValue(start, v))
+                            append(new_key_value((start, v)))
             else:
                 for start in segs.irange(lo, hi, reverse=backward):
                     v = segs[start].get(key)
                     if v is not None:
-                        append(KeyValue(start, v))
+                        append(new_key_value((start, v)))
         except TypeError as exc:
             raise key_type_error(self._owner(), key, exc) from None
         return StoreIterator(out)
@@ -251,11 +251,11 @@ class WindowStore(StoreBase):
                 end = start + size
                 for k in _keys_in_range(seg, key_from, key_to):
                     if dups:
-                        w = Windowed(k, start, end)
+                        w = new_windowed((k, start, end))
                         for v in seg[k]:
-                            append(KeyValue(w, v))
+                            append(new_key_value((w, v)))
                     else:
-                        append(KeyValue(Windowed(k, start, end), seg[k]))
+                        append(new_key_value((new_windowed((k, start, end)), seg[k])))
         except TypeError as exc:
             raise keys_not_comparable(self._owner(), exc) from None
         if backward:
@@ -288,3 +288,6 @@ def _keys_in_range(seg: Any, key_from: Any, key_to: Any) -> list[Any]:
         hi = len(keys) if key_to is None else bisect_right(keys, key_to)
         return keys[lo:hi] if (lo or hi != len(keys)) else keys
     return list(seg.irange(key_from, key_to))
+
+
+_dict_set = dict.__setitem__

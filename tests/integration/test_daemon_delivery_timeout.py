@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kafka import Out, produce, unique_name
-from tests.integration.test_daemon_error_policies import topology
+from tests.integration.test_daemon_error_policies import BASE, topology
 from tests.integration.test_daemon_support import committed_offsets, read_topic, running_app, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -19,7 +19,7 @@ async def test_delivery_timeout_restarts_the_task(kafka_bootstrap: str, topic_fa
     source = await topic_factory(1, prefix="in")
     sink = unique_name("out")
     group = unique_name("timeout")
-    await produce(kafka_bootstrap, source, [Out(f"k{i}".encode(), json.dumps({"n": 100 + i}).encode(), 1_000 + i)
+    await produce(kafka_bootstrap, source, [Out(f"k{i}".encode(), json.dumps({"n": 100 + i}).encode(), BASE + i)
                                             for i in range(100)])
     # every producer batch lingers 400 ms, the delivery timeout is 50 ms: the first delayed ack expires
     async with running_app(topology(source, sink), kafka_bootstrap, group, wait_tasks=1,

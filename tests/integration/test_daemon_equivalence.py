@@ -18,49 +18,57 @@ import pytest
 
 from tests.fixtures.kafka import Out, consume_all, produce, unique_name
 from tests.integration.test_daemon_support import (
-    committed_offsets, decode, expected_by_partition, read_topic, running_app, wait_until)
+    beginning_offsets,
+    committed_offsets,
+    decode,
+    expected_by_partition,
+    read_topic,
+    recent_base_ts,
+    running_app,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 RECORDS = int(os.environ.get("STREAMPROC_DAEMON_TEST_RECORDS", "100000"))
 PARTITIONS = 8
-BASE_TS = 1_700_000_000_000
 
 
 def click_stream(n: int, seed: int = 7) -> list[tuple[str, dict[str, Any], int]]:
     """``n`` clicks of 1000 users, ~2 s apart on average in event time with +-60 s jitter (out of order,
     within the 5 min grace) and a few very late clicks (dropped as late by the session operator)."""
     rng = random.Random(seed)
+    base = recent_base_ts(n * 2_000)
     out = []
     for i in range(n):
         user = f"user-{rng.randrange(1000):04d}"
-        ts = BASE_TS + i * 2_000 + rng.randint(-60_000, 60_000)
+        ts = base + i * 2_000 + rng.randint(-60_000, 60_000)
         if rng.random() < 0.002:
             ts -= 3 * 3_600_000  # hours late
         out.append((user, {"page": f"/p/{rng.randrange(50)}", "i": i}, ts))
     return out
 
 
-async def test_sessions_daemon_equals_driver(kafka_bootstrap: str, topic_factory: Any,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_sessions_daemon_equals_driver(kafka_bootstrap: str, topic_factory: Any) -> None:
+    from functools import partial
+
     from topologies import sessions
 
     clicks = await topic_factory(PARTITIONS, prefix="clicks")
     output = unique_name("session-stats")
-    monkeypatch.setattr(sessions, "INPUT", clicks)
-    monkeypatch.setattr(sessions, "OUTPUT", output)
+    build = partial(sessions.build, input=clicks, output=output)
     data = click_stream(RECORDS)
     import json
 
     await produce(kafka_bootstrap, clicks,
                   (Out(k.encode(), json.dumps(v).encode(), ts) for k, v, ts in data))
-    expected = expected_by_partition(sessions.build, ((clicks, k, v, ts) for k, v, ts in data), output,
+    expected = expected_by_partition(build, ((clicks, k, v, ts) for k, v, ts in data), output,
                                      PARTITIONS)
     n_expected = sum(len(v) for v in expected.values())
     assert n_expected > RECORDS // 20, "the input must close many sessions"
 
     app_id = unique_name("sessions")
-    async with running_app(sessions.build(), kafka_bootstrap, app_id, wait_tasks=PARTITIONS) as app:
+    async with running_app(build(), kafka_bootstrap, app_id, wait_tasks=PARTITIONS) as app:
         got_records = await consume_all(kafka_bootstrap, output, expected=n_expected, timeout=240,
                                         group_id=unique_name("reader"))
         await wait_until(lambda: app.metrics.value("streamproc_records_in_total", topic=clicks, partition="0") > 0,
@@ -87,15 +95,16 @@ def currency_streams(n: int, seed: int = 11) -> tuple[list[tuple[str, Any, int]]
     grace), a few hours late, a few in a currency without any rate."""
     rng = random.Random(seed)
     span = n * 50
+    base = recent_base_ts(span + 600_000)
     rates = []
-    for t in range(BASE_TS - 3_600_000, BASE_TS + span + 600_000, 600_000):
+    for t in range(base - 3_600_000, base + span + 600_000, 600_000):
         for c in CURRENCIES:
             value = None if rng.random() < 0.02 else round(rng.uniform(0.1, 3.0), 4)
             rates.append((c, value, t + rng.randint(0, 599_999)))
     payments = []
     for i in range(n):
         currency = rng.choice(CURRENCIES) if rng.random() > 0.001 else "XXX"
-        ts = BASE_TS + i * 50 + rng.randint(-3_000, 3_000)
+        ts = base + i * 50 + rng.randint(-3_000, 3_000)
         if rng.random() < 0.001:
             ts -= 2 * 3_600_000
         pid = f"pay-{i:07d}"
@@ -111,8 +120,8 @@ async def test_currency_daemon_equals_driver(kafka_bootstrap: str, topic_factory
     import json
     from collections import Counter
 
-    from topologies import currency
     from tests.fixtures.kafka import end_offsets
+    from topologies import currency
 
     rates_topic = await topic_factory(PARTITIONS, prefix="rates")
     payments_topic = await topic_factory(PARTITIONS, prefix="payments")
@@ -135,7 +144,8 @@ async def test_currency_daemon_equals_driver(kafka_bootstrap: str, topic_factory
 
     app_id = unique_name("currency")
     await produce(kafka_bootstrap, rates_topic, (Out(k.encode(), dumps(v), ts) for k, v, ts in rates))
-    async with running_app(currency.build(), kafka_bootstrap, app_id, wait_tasks=2 * PARTITIONS) as app:
+    async with running_app(currency.build(), kafka_bootstrap, app_id, wait_tasks=2 * PARTITIONS,
+                           repartition_purge_interval_ms=300):
         rate_ends = await end_offsets(kafka_bootstrap, rates_topic)
 
         async def rates_committed() -> bool:
@@ -149,6 +159,19 @@ async def test_currency_daemon_equals_driver(kafka_bootstrap: str, topic_factory
             raise AssertionError("the daemon did not commit the rates topic")
         await produce(kafka_bootstrap, payments_topic, (Out(k.encode(), dumps(v), ts) for k, v, ts in payments))
         got_records = await read_topic(kafka_bootstrap, output, n_expected, timeout=240)
+        # the repartition topic keeps its records (retention.ms=-1) until the group committed them, then
+        # they are deleted (DeleteRecords up to the committed offsets)
+        repartition = f"{app_id}-convert-repartition"
+        for _ in range(300):
+            repartition_ends = await end_offsets(kafka_bootstrap, repartition)
+            # a left join repartitions every payment; all of them consumed, committed and purged:
+            if (sum(repartition_ends.values()) == len(payments)
+                    and await beginning_offsets(kafka_bootstrap, repartition) == repartition_ends):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"repartition topic not purged: log starts "
+                                 f"{await beginning_offsets(kafka_bootstrap, repartition)}, ends {repartition_ends}")
     got = Counter((k, json.dumps(v, sort_keys=True), ts) for k, v, ts in map(decode, got_records))
     assert got - want == Counter(), "unexpected outputs"
     assert want - got == Counter(), "missing outputs"

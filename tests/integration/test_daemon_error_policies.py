@@ -11,11 +11,18 @@ from streamproc import serde
 from streamproc.dsl import StreamsBuilder
 from streamproc.runtime.app import RecordError
 from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
-from tests.integration.test_daemon_support import committed_offsets, read_topic, running_app, wait_until
+from tests.integration.test_daemon_support import (
+    committed_offsets,
+    read_topic,
+    recent_base_ts,
+    running_app,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
 BAD_BYTES = b'{"n": 3, oops'
+BASE = recent_base_ts(0)
 
 
 def topology(source: str, sink: str) -> Any:
@@ -34,8 +41,8 @@ def topology(source: str, sink: str) -> Any:
 async def setup(bootstrap: str, topic_factory: Any) -> tuple[str, str, list[Any]]:
     source = await topic_factory(1, prefix="in")
     sink = unique_name("out")
-    records = [Out(f"k{i}".encode(), json.dumps({"n": i}).encode(), 1_000 + i) for i in range(20)]
-    records[5] = Out(b"k5", BAD_BYTES, 1_005, headers=[("origin", b"test")])
+    records = [Out(f"k{i}".encode(), json.dumps({"n": i}).encode(), BASE + i) for i in range(20)]
+    records[5] = Out(b"k5", BAD_BYTES, BASE + 5, headers=[("origin", b"test")])
     meta = await produce(bootstrap, source, records)
     return source, sink, meta
 
@@ -69,7 +76,7 @@ async def test_dead_letter(kafka_bootstrap: str, topic_factory: Any) -> None:
     assert len(dead) == 2
     by_offset = {int(dict(r.headers)["streamproc.error.offset"]): r for r in dead}
     bad = by_offset[meta[5].offset]
-    assert (bad.key, bad.value, bad.timestamp) == (b"k5", BAD_BYTES, 1_005)
+    assert (bad.key, bad.value, bad.timestamp) == (b"k5", BAD_BYTES, BASE + 5)
     h = dict(bad.headers)
     assert h["origin"] == b"test"
     assert h["streamproc.error.stage"] == b"deserialization"

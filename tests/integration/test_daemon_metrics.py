@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kafka import Out, produce, unique_name
-from tests.integration.test_daemon_error_policies import topology
+from tests.integration.test_daemon_error_policies import BASE, topology
 from tests.integration.test_daemon_support import read_topic, running_app, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -31,7 +31,7 @@ def scrape(port: int) -> str:
 async def test_metrics_endpoint(kafka_bootstrap: str, topic_factory: Any) -> None:
     source = await topic_factory(2, prefix="in")
     sink = unique_name("out")
-    await produce(kafka_bootstrap, source, [Out(f"k{i}".encode(), json.dumps({"n": i}).encode(), 1_000 + i)
+    await produce(kafka_bootstrap, source, [Out(f"k{i}".encode(), json.dumps({"n": i}).encode(), BASE + i)
                                             for i in range(50)])
     port = free_port()
     async with running_app(topology(source, sink), kafka_bootstrap, unique_name("metrics"), wait_tasks=2,

@@ -15,7 +15,13 @@ import pytest
 from streamproc.dsl import EmitStrategy
 from tests.fixtures.kafka import Out, produce, unique_name
 from tests.integration.test_daemon_support import (
-    committed_offsets, read_to_end, running_app, unreflected, wait_until)
+    committed_offsets,
+    read_to_end,
+    recent_base_ts,
+    running_app,
+    unreflected,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -35,24 +41,22 @@ async def check_commits_covered(bootstrap: str, group: str, source: str, sink: s
     return len(below)
 
 
-async def test_third_instance_joins_mid_stream(kafka_bootstrap: str, topic_factory: Any,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_third_instance_joins_mid_stream(kafka_bootstrap: str, topic_factory: Any) -> None:
     from topologies import sessions
 
     source = await topic_factory(PARTITIONS, prefix="clicks")
     sink = unique_name("sessions-out")
-    monkeypatch.setattr(sessions, "INPUT", source)
-    monkeypatch.setattr(sessions, "OUTPUT", sink)
     rng = random.Random(3)
     users = [f"u{i:03d}" for i in range(300)]
     # event time increases (stream time is per partition): nothing is late, every click is reflected
     # in the session update it causes
-    data = [(rng.choice(users), 1_700_000_000_000 + i * 3_000) for i in range(RECORDS)]
+    base = recent_base_ts(RECORDS * 1_000)
+    data = [(rng.choice(users), base + i * 1_000) for i in range(RECORDS)]
     group = unique_name("rebalance")
 
     def app(name: str) -> Any:
-        return running_app(sessions.build(emit=EmitStrategy.ON_WINDOW_UPDATE), kafka_bootstrap, group,
-                           commit_interval_ms=100)
+        return running_app(sessions.build(emit=EmitStrategy.ON_WINDOW_UPDATE, input=source, output=sink),
+                           kafka_bootstrap, group, commit_interval_ms=100)
 
     by_partition: dict[int, list[tuple[int, str, int]]] = {p: [] for p in range(PARTITIONS)}
     chunk = RECORDS // CHUNKS

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
-from tests.integration.test_daemon_support import committed_offsets, read_to_end, unreflected
+from tests.integration.test_daemon_support import committed_offsets, read_to_end, recent_base_ts, unreflected
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -30,12 +30,11 @@ import os
 from streamproc.dsl import EmitStrategy
 from topologies import sessions
 
-sessions.INPUT = os.environ["SIGTERM_TEST_INPUT"]
-sessions.OUTPUT = os.environ["SIGTERM_TEST_OUTPUT"]
 
 
 def build():
-    return sessions.build(emit=EmitStrategy.ON_WINDOW_UPDATE)
+    return sessions.build(emit=EmitStrategy.ON_WINDOW_UPDATE, input=os.environ["SIGTERM_TEST_INPUT"],
+                          output=os.environ["SIGTERM_TEST_OUTPUT"])
 '''
 
 
@@ -70,7 +69,8 @@ async def test_sigterm_then_restart_reflects_every_input(kafka_bootstrap: str, t
     sink = unique_name("sessions-out")
     group = unique_name("sigterm")
     users = [f"u{i:03d}" for i in range(200)]
-    data = [(users[(i * 7919) % len(users)], 1_700_000_000_000 + i * 2_000) for i in range(CHUNK * CHUNKS)]
+    base = recent_base_ts(CHUNK * CHUNKS * 2_000)
+    data = [(users[(i * 7919) % len(users)], base + i * 2_000) for i in range(CHUNK * CHUNKS)]
 
     async def produce_chunk(k: int) -> None:
         part = data[k * CHUNK:(k + 1) * CHUNK]

@@ -21,7 +21,18 @@ from streamproc.runtime.app import StreamApp
 from streamproc.runtime.producer import partition_for
 from streamproc.runtime.test_driver import TopologyTestDriver
 
-__all__ = ["running_app", "wait_until", "expected_by_partition", "committed_offsets", "decode"]
+__all__ = ["running_app", "wait_until", "expected_by_partition", "committed_offsets", "decode", "recent_base_ts"]
+
+
+def recent_base_ts(span_ms: int, margin_ms: int = 3_600_000) -> int:
+    """A first event time such that ``[base, base + span_ms]`` ends ``margin_ms`` before now.
+
+    Test data must carry recent timestamps: the broker deletes records by *their* timestamps
+    (``retention.ms``, checked every minute by the test broker; 24 h + store retention on session
+    changelogs), and Kafka 4 rejects timestamps more than an hour in the future. Whole seconds, so
+    runs differ only in the offset of the whole data set."""
+    now = int(time.time()) * 1000
+    return now - margin_ms - span_ms
 
 
 async def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -78,6 +89,21 @@ def expected_by_partition(build: Callable[[], Any], inputs: Iterable[tuple[str, 
     finally:
         for d in drivers.values():
             d.close()
+
+
+async def beginning_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """The log start offset of every partition of ``topic`` (moved by retention or DeleteRecords)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from tests.fixtures.kafka import topic_partitions
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(await topic_partitions(bootstrap, topic))]
+        return {tp.partition: off for tp, off in (await consumer.beginning_offsets(tps)).items()}
+    finally:
+        await consumer.stop()
 
 
 async def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:

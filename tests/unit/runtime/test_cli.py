@@ -30,8 +30,8 @@ def test_run_config_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "topologies.sessions", "--application-id", "a", "--commit-interval-ms", "x"]) == 2
     assert "commit_interval_ms (from flag --commit-interval-ms): 'x' is not an integer" in capsys.readouterr().err
     assert main(["run", "topologies.sessions", "--application-id", "a",
-                 "--processing-guarantee", "exactly_once_v2"]) == 2
-    assert "not available yet" in capsys.readouterr().err
+                 "--processing-guarantee", "exactly_once_v2", "--producer-config", "acks=1"]) == 2
+    assert "cannot be used with processing_guarantee=exactly_once_v2" in capsys.readouterr().err
 
 
 def test_parser_has_every_setting_and_is_extensible() -> None:

@@ -66,9 +66,10 @@ def test_bad_values_name_setting_value_and_source(tmp_path: Path) -> None:
         Config.load(env={}, file=tmp_path / "missing.toml")
 
 
-def test_exactly_once_is_rejected_clearly() -> None:
-    with pytest.raises(ConfigError, match="'exactly_once_v2' is not available yet.*at_least_once"):
-        Config(application_id="a", processing_guarantee="exactly_once_v2")
+def test_exactly_once_needs_acks_all() -> None:
+    assert Config(application_id="a", processing_guarantee="exactly_once_v2").processing_guarantee == "exactly_once_v2"
+    with pytest.raises(ConfigError, match="acks=1.*cannot be used with processing_guarantee=exactly_once_v2"):
+        Config(application_id="a", processing_guarantee="exactly_once_v2", producer_config={"acks": 1})
 
 
 def test_each_setting_declared_once_with_doc_env_and_flag() -> None:

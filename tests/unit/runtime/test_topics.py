@@ -6,14 +6,21 @@ from types import SimpleNamespace as NS
 
 import pytest
 
+from streamproc import serde
+from streamproc.dsl import StreamsBuilder
+from streamproc.dsl.options import Joined
 from streamproc.errors import TopologyError
 from streamproc.runtime.topics import plan_topics
 from topologies import currency, sessions
 
 
 def subs(topology, app="app"):  # noqa: ANN001, ANN201
+    def key_serdes(s):  # noqa: ANN001, ANN202
+        return {t: getattr(topology.source_serdes(t, app)[0], "name", None) for t in s.source_topics}
+
     return [NS(id=s.id, source_topics=s.source_topics, sink_topics=s.sink_topics,
-               repartition_topics=s.repartition_topics, changelog_topics=s.changelog_topics)
+               repartition_topics=s.repartition_topics, changelog_topics=s.changelog_topics,
+               key_serdes=key_serdes(s))
             for s in topology.subtopologies_for(app)]
 
 
@@ -56,3 +63,32 @@ def test_existing_topics_keep_their_counts_and_bad_internal_counts_fail() -> Non
         plan_topics(subs(sessions.build()), {"clicks": 8, "app-session-clicks-changelog": 2})
     with pytest.raises(TopologyError, match="'app-convert-repartition' \\(3 partitions\\)"):
         plan_topics(subs(currency.build()), {"rates": 4, "payments": 4, "app-convert-repartition": 3})
+
+
+def test_rekeyed_join_repartitions_with_the_tables_key_serde() -> None:
+    topology = currency.build()
+    assert topology.source_serdes("app-convert-repartition", "app")[0] is serde.STRING
+    plan_topics(subs(topology), {"rates": 4, "payments": 4})  # co-partitioned by the same key bytes
+
+
+def _rekeyed_join(table_key_serde):  # noqa: ANN001, ANN202
+    b = StreamsBuilder()
+    rates = b.table("rates", name="rates", versioned=1000, key_serde=table_key_serde, value_serde=serde.JSON)
+    (b.stream("payments", key_serde=serde.STRING, value_serde=serde.JSON)
+      .select_key(lambda k, v: v["currency"]).join(rates, lambda p, r: r, name="convert").to("out"))
+    return b.build()
+
+
+def test_join_key_serde_other_than_the_tables_is_rejected() -> None:
+    b = StreamsBuilder()
+    rates = b.table("rates", versioned=1000, key_serde=serde.STRING)
+    stream = b.stream("payments").select_key(lambda k, v: v)
+    with pytest.raises(ValueError, match="key_serde 'json' differs from the table's key serde 'string'"):
+        stream.join(rates, lambda p, r: r, joined=Joined(key_serde=serde.JSON))
+
+
+def test_table_without_key_serde_cannot_be_joined_after_a_rekey_in_the_daemon() -> None:
+    with pytest.raises(TopologyError, match=r"key serdes differ: 'app-convert-repartition' \(repartition, key serde "
+                                            r"json-or-bytes-key\), 'rates' \(key serde none \(raw bytes\)\)"):
+        plan_topics(subs(_rekeyed_join(None)), {"rates": 2, "payments": 2})
+    plan_topics(subs(_rekeyed_join(serde.STRING)), {"rates": 2, "payments": 2})

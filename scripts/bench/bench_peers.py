@@ -1,0 +1,414 @@
+#!/usr/bin/env python3
+"""streamproc side by side with Quix Streams, faust-streaming and a raw aiokafka passthrough.
+
+One broker, one input, the peers one after another (each in its own process; Quix and faust in
+their own venvs with pinned versions, built on first use under ``~/.cache/streamproc/peer-venvs``):
+
+* **passthrough** (the ceiling): aiokafka consume -> produce, no deserialisation, no state;
+* **streamproc**: ``streamproc run`` of ``topologies.sessions`` (session-window count, gap 30 min,
+  grace 5 min, change-logged in-memory store, emit on window close);
+* **quix**: ``session_window(gap, grace).count().final(closing_strategy="partition")``;
+* **faust**: faust has no session windows; a change-logged ``Table`` holds each user's open session,
+  closed by the user's next click after the gap (no out-of-order merging).
+
+Phases:
+
+1. **throughput**: ``--records`` clicks of ``--users`` users on ``--partitions`` partitions, plus one
+   end-of-input marker per partition that closes every session. Each peer consumes all of it in its
+   own consumer group. The clock runs from "the group is Stable" to "every input offset is committed
+   and the output holds all the expected records" (polled every 50 ms). CPU seconds are the peer
+   process's over that window (``/proc``); peak RSS is its lifetime maximum. The output is then read
+   back and compared, session by session, with what that peer's own rules must produce from the
+   input; a peer whose output is wrong gets no figure.
+2. **profile** (``--profile PEERS``, default streamproc; ``--no-profile``): the peer again over the
+   first ``--profile-records`` clicks under ``py-spy record`` attached to it (top frames by self
+   samples, top functions of the peer's own package by inclusive samples).
+3. **latency**: each peer on a fresh topic fed at ``--rate`` records/s for ``--latency-seconds``
+   (below every peer's saturation), event time = produce time, gap ``--latency-gap-ms``. A session's
+   latency is the time from producing the input click that made it due under that peer's close rule
+   (``peers/common.py``: ``TriggerIndex``) to reading its output record; p50/p99 over all sessions
+   that a real click closed.
+4. **in-process**: ``bench_task_path.py``'s sessions ``Task`` path vs a hand-written sessionizer,
+   ``--inproc-records`` records, no Kafka.
+
+Writes ``results.json``, ``results.md`` and ``bench-peers.png`` into ``--out`` (default
+``bench-results/peers``); ``--publish`` also copies the report and chart into ``docs/benchmarks.md``
+and ``docs/img/``. ``--quick`` = small sizes (about 3 minutes). Broker: ``--bootstrap`` or
+``$KAFKA_BOOTSTRAP_SERVERS``, else a local one (``scripts/kafka/localkafka.py``), stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts" / "bench"))
+sys.path.insert(0, str(REPO))
+
+from peers import common, kafka_io, procs, report, venvs
+
+COMPUTES = {
+    "passthrough": "consume → produce, no state",
+    "streamproc": "session-window count (merging, grace), emit on close",
+    "quix": "session_window count, .final(), closing=partition (merging, RocksDB)",
+    "quix-key": "same, Quix's default closing=key (a silent user's last session never closes)",
+    "faust": "per-user session in a Table (no merging)",
+}
+TARGETS = {"quix": 2.0, "quix-key": 2.0, "faust": 5.0}
+
+
+def _localkafka() -> Any:
+    spec = importlib.util.spec_from_file_location("localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["localkafka"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _partitioner() -> Any:
+    from streamproc.runtime.producer import partition_for
+
+    return partition_for
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---- one throughput run ------------------------------------------------------------------------
+
+
+async def _run_and_watch(run: procs.PeerRun, ends: dict[int, int], min_outputs: int, log: Path,
+                         timeout: float, profile_out: Path | None = None) -> dict[str, Any]:
+    proc = procs.PeerProcess(run, log)
+    marks: dict[str, Any] = {}
+
+    def on_ready() -> None:
+        marks["cpu0"] = proc.cpu_seconds()
+        if profile_out is not None:
+            marks["spy"] = procs.PySpy(proc.pid, profile_out)
+
+    progress = kafka_io.Progress()
+    try:
+        await kafka_io.watch_group(run.bootstrap, run.group, run.source, ends, run.sink, run.partitions,
+                                   min_outputs, progress, alive=proc.alive, on_ready=on_ready, timeout=timeout)
+        cpu1 = proc.cpu_seconds()
+        folded = marks["spy"].stop() if "spy" in marks else None
+    except BaseException as exc:
+        if "spy" in marks:
+            marks["spy"].stop()
+        proc.stop(timeout=20)
+        raise RuntimeError(f"{run.peer} failed: {type(exc).__name__}: {exc}; log tail:\n{proc.tail()}") from exc
+    proc.stop()
+    assert progress.ready_at is not None and progress.done_at is not None
+    ru = proc.rusage
+    return {"seconds": progress.done_at - progress.ready_at, "cpu_s": cpu1 - marks["cpu0"],
+            "cpu_total_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
+            "exit_code": proc.returncode, "folded": folded}
+
+
+async def throughput(peer: str, bootstrap: str, source: str, ends: dict[int, int], clicks: list[common.Click],
+                     args: argparse.Namespace, workdir: Path, profile: bool = False) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    sink = f"peers-{peer}-out-{tag}"
+    await kafka_io.create_topic(bootstrap, sink, args.partitions)
+    expected = common.expected_sessions(peer, clicks, args.gap_ms, args.grace_ms)
+    run = procs.PeerRun(peer, bootstrap, f"peers-{peer}-{tag}", source, sink, args.gap_ms, args.grace_ms,
+                        args.partitions, workdir)
+    n = sum(ends.values())
+    timeout = 120 + n / 400
+    r = await _run_and_watch(run, ends, len(expected), workdir / f"{peer}-{tag}{'-profile' if profile else ''}.log",
+                             timeout, workdir / f"{peer}-{tag}.folded" if profile else None)
+    got = [common.parse_output(peer, k, v, ts) for k, v, ts in await kafka_io.read_topic(bootstrap, sink,
+                                                                                        args.partitions)]
+    check = common.check_sessions(got, expected)
+    r.update(records=n, records_per_s=n / r["seconds"] if check.ok else None, unchecked_records_per_s=n / r["seconds"],
+             cpu_us_per_record=1e6 * r["cpu_s"] / n, check_ok=check.ok, check=check.message)
+    return r
+
+
+# ---- one latency run ---------------------------------------------------------------------------
+
+
+async def latency(peer: str, bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    source, sink = f"peers-lat-{peer}-in-{tag}", f"peers-lat-{peer}-out-{tag}"
+    for t in (source, sink):
+        await kafka_io.create_topic(bootstrap, t, args.partitions)
+    gap, grace = args.latency_gap_ms, args.latency_grace_ms
+    run = procs.PeerRun(peer, bootstrap, f"peers-lat-{peer}-{tag}", source, sink, gap, grace, args.partitions,
+                        workdir)
+    proc = procs.PeerProcess(run, workdir / f"{peer}-latency-{tag}.log")
+    tail = kafka_io.OutputTail(bootstrap, sink, args.partitions)
+    try:
+        progress = kafka_io.Progress()
+        # ready = the group is Stable; give the peer a moment to finish restoring its (empty) state
+        await kafka_io.watch_group(bootstrap, run.group, source, {}, sink, args.partitions, 0, progress,
+                                   alive=proc.alive, timeout=120)
+        await asyncio.sleep(2.0)
+        await tail.start()
+        clicks = await kafka_io.produce_at_rate(bootstrap, source, args.latency_rate, args.latency_seconds,
+                                                args.users, args.partitions, _partitioner())
+        flush = common.flush_clicks(args.partitions, clicks[-1].ts + 10 * gap + grace + 10)
+        await kafka_io.produce_flush(bootstrap, source, flush)
+        all_clicks = clicks + flush
+        expected = common.expected_sessions(peer, all_clicks, gap, grace)
+        deadline = time.monotonic() + 60 + args.latency_seconds
+        while len(tail.records) < len(expected) and time.monotonic() < deadline:
+            if not proc.alive():
+                raise RuntimeError(f"{peer} exited during the latency run; log tail:\n{proc.tail()}")
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # let a duplicate, if any, show up
+    finally:
+        if tail._task is not None:
+            await tail.stop()
+        proc.stop(timeout=30)
+    got = [(common.parse_output(peer, k, v, ts), read_ms) for k, v, ts, read_ms in tail.records]
+    check = common.check_sessions([s for s, _ in got], expected)
+    index = common.TriggerIndex(clicks, gap, grace)
+    lat: list[float] = []
+    negative = untriggered = 0
+    for s, read_ms in got:
+        if common.is_flush(s.user):
+            continue
+        trig = index.trigger_ms(peer, s)
+        if trig is None:
+            untriggered += 1
+            continue
+        d = read_ms - trig
+        negative += d < -5  # read before its trigger was produced: the close rule is wrong
+        lat.append(d)
+    summary = common.latency_summary(lat)
+    ok = check.ok and negative == 0 and summary["n"] > 0
+    return {"latency": summary if ok else None, "latency_unchecked": summary, "latency_check": check.message,
+            "latency_negative": negative, "latency_closed_by_marker": untriggered, "latency_records": len(clicks),
+            "latency_ok": ok}
+
+
+# ---- the whole run -----------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    try:
+        import aiokafka
+
+        out["aiokafka (streamproc, passthrough)"] = aiokafka.__version__
+    except ImportError:
+        pass
+    for name, req in venvs.REQUIREMENTS.items():
+        for line in req.read_text().splitlines():
+            for pkg in ("quixstreams", "confluent-kafka", "faust-streaming", "aiokafka", "uvloop", "orjson",
+                        "rocksdict", "py-spy"):
+                if line.lower().startswith(pkg + "=="):
+                    out[f"{pkg} ({name} venv)"] = line.split("==")[1]
+    return out
+
+
+def _inproc(args: argparse.Namespace) -> dict[str, Any]:
+    cmd = [sys.executable, str(REPO / "scripts" / "bench" / "peers" / "inproc.py"), "--records",
+           str(args.inproc_records), "--users", str(args.users), "--repeat", str(args.inproc_repeat)]
+    p = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": (p.stderr or p.stdout)[-800:]}
+    return dict(json.loads(p.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small sizes (about 3 minutes)")
+    ap.add_argument("--records", type=int, help="throughput input records (full 1,000,000; quick 20,000)")
+    ap.add_argument("--users", type=int, default=10_000)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--gap-ms", type=int, default=30 * 60_000)
+    ap.add_argument("--grace-ms", type=int, default=5 * 60_000)
+    ap.add_argument("--peers", default=",".join(common.PEERS), help=f"comma list of {','.join(common.PEERS)}")
+    ap.add_argument("--limit", action="append", default=[], metavar="PEER=N",
+                    help="throughput of PEER over the first N clicks only (default quix=50000, quick quix=5000)")
+    ap.add_argument("--rate", dest="latency_rate", type=int, help="latency input records/s (full 1000, quick 500)")
+    ap.add_argument("--latency-seconds", type=int, help="latency run length (full 30, quick 6)")
+    ap.add_argument("--latency-gap-ms", type=int, default=1000)
+    ap.add_argument("--latency-grace-ms", type=int, default=0)
+    ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--profile", default="streamproc", metavar="PEERS",
+                    help="comma list of peers to profile with py-spy (default streamproc)")
+    ap.add_argument("--profile-records", type=int, help="clicks of a profiled run (full 300,000; quick 20,000)")
+    ap.add_argument("--no-inproc", action="store_true")
+    ap.add_argument("--inproc-records", type=int, help="in-process records (full 1,000,000; quick 100,000)")
+    ap.add_argument("--inproc-repeat", type=int, help="in-process best of (full 3, quick 1)")
+    ap.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
+    ap.add_argument("--out", type=Path, default=REPO / "bench-results" / "peers")
+    ap.add_argument("--publish", action="store_true", help="copy the report and chart into docs/")
+    ap.add_argument("--setup-only", action="store_true", help="build the peer venvs and exit")
+    args = ap.parse_args(argv)
+    q = args.quick
+    args.records = args.records or (20_000 if q else 1_000_000)
+    args.latency_rate = args.latency_rate or (500 if q else 1000)
+    args.latency_seconds = args.latency_seconds or (6 if q else 30)
+    args.inproc_records = args.inproc_records or (100_000 if q else 1_000_000)
+    args.inproc_repeat = args.inproc_repeat or (1 if q else 3)
+    args.profile_records = min(args.records, args.profile_records or (20_000 if q else 300_000))
+    peers = [p.strip() for p in args.peers.split(",") if p.strip()]
+    # Quix with closing=partition sweeps every key of the partition whenever a session may close
+    # (O(open sessions) per record, ~1-2 ms here): it gets the first N clicks of the same input
+    limits: dict[str, int] = {"quix": 5_000 if q else 50_000}
+    for item in args.limit:
+        name, _, n = item.partition("=")
+        if name not in common.PEERS or not n.isdigit():
+            ap.error(f"--limit: expected PEER=N with PEER in {', '.join(common.PEERS)}, got {item!r}")
+        limits[name] = int(n)
+    for p in peers:
+        if p not in common.PEERS:
+            ap.error(f"--peers: unknown peer {p!r}; expected some of {', '.join(common.PEERS)}")
+
+    started = time.time()
+    needed = {"quix" if p.startswith("quix") else p for p in peers} & {"quix", "faust"}
+    for name in sorted(needed) + ([] if args.no_profile else ["tools"]):
+        venvs.ensure(name)
+    if args.setup_only:
+        return 0
+    env = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "quick": q,
+           "machine": f"{os.cpu_count()} cores, {platform.machine()}", "load_before": _load(),
+           "records": args.records, "users": args.users, "partitions": args.partitions, "gap_ms": args.gap_ms,
+           "grace_ms": args.grace_ms, "latency_rate": args.latency_rate, "latency_seconds": args.latency_seconds,
+           "latency_gap_ms": args.latency_gap_ms, "latency_grace_ms": args.latency_grace_ms,
+           "versions": _versions()}
+    workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+    handle = None
+    bootstrap = args.bootstrap
+    rows: dict[str, dict[str, Any]] = {p: {"peer": p, "computes": COMPUTES[p]} for p in peers}
+    results: dict[str, Any] = {"env": env}
+    try:
+        if not bootstrap:
+            _log("starting a local broker")
+            handle = _localkafka().start_single(timeout=180)
+            bootstrap = handle.bootstrap
+        env["broker"] = bootstrap
+
+        # 1. throughput
+        source = f"peers-clicks-{uuid.uuid4().hex[:6]}"
+        asyncio.run(kafka_io.create_topic(bootstrap, source, args.partitions))
+        clicks = common.generate_clicks(args.records, args.users, args.partitions, _partitioner())
+        clicks += common.flush_clicks(args.partitions, max(c.ts for c in clicks) + 10 * args.gap_ms + args.grace_ms)
+        t = time.perf_counter()
+        asyncio.run(kafka_io.produce_all(bootstrap, source, clicks))
+        ends = asyncio.run(kafka_io.end_offsets(bootstrap, source, args.partitions))
+        _log(f"input: {sum(ends.values()):,} records on {source} ({time.perf_counter() - t:.1f} s); broker {bootstrap}")
+        for peer in peers:
+            _log(f"throughput: {peer} (load {_load()})")
+            try:
+                p_source, p_ends, p_clicks = source, ends, clicks
+                if limits.get(peer, args.records) < args.records:
+                    # a separate topic holding the first N clicks of the same input (+ the markers)
+                    p_source = f"{source}-first{limits[peer]}"
+                    p_clicks = clicks[:limits[peer]] + clicks[-args.partitions:]
+                    asyncio.run(kafka_io.create_topic(bootstrap, p_source, args.partitions))
+                    asyncio.run(kafka_io.produce_all(bootstrap, p_source, p_clicks))
+                    p_ends = asyncio.run(kafka_io.end_offsets(bootstrap, p_source, args.partitions))
+                r = asyncio.run(throughput(peer, bootstrap, p_source, p_ends, p_clicks, args, workdir))
+                if p_source != source:
+                    r["check"] += f" (first {limits[peer]:,} clicks only)"
+                r.pop("folded", None)
+                rows[peer].update(r, load=_load())
+                fig = f"{r['records_per_s']:,.0f} records/s" if r["records_per_s"] else "NO FIGURE"
+                _log(f"  {peer}: {fig}, {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, RSS {r['rss_mb']:.0f} MB; "
+                     f"check {r['check']}")
+            except Exception as exc:  # noqa: BLE001 - report and go on with the other peers
+                rows[peer].update(check=f"run failed: {str(exc).splitlines()[0][:160]}", error=str(exc))
+                _log(f"  {peer} FAILED: {exc}")
+
+        # 2. profiles (the first --profile-records clicks of the same input)
+        results["profiles"] = {}
+        for peer in [] if args.no_profile else [p for p in args.profile.split(",") if p in peers]:
+            _log(f"profile: {peer} under py-spy, first {args.profile_records:,} clicks")
+            try:
+                p_source = f"{source}-profile-{peer}"
+                p_clicks = clicks[:args.profile_records] + clicks[-args.partitions:]
+                asyncio.run(kafka_io.create_topic(bootstrap, p_source, args.partitions))
+                asyncio.run(kafka_io.produce_all(bootstrap, p_source, p_clicks))
+                p_ends = asyncio.run(kafka_io.end_offsets(bootstrap, p_source, args.partitions))
+                r = asyncio.run(throughput(peer, bootstrap, p_source, p_ends, p_clicks, args, workdir, profile=True))
+                include = {"streamproc": ("streamproc", "topologies"), "faust": ("faust/", "mode/"),
+                           "quix": ("quixstreams",), "quix-key": ("quixstreams",)}.get(peer, ("peers",))
+                prof = common.fold_profile(r["folded"] or "", include=include,
+                                           exclude=("<module>", "streamproc/cli.py", "faust_app.py", "quix_app.py"))
+                prof.update(rate=100, records=len(p_clicks), records_per_s_under_profiler=r["unchecked_records_per_s"],
+                            cpu_s=r["cpu_s"], seconds=r["seconds"])
+                results["profiles"][peer] = prof
+                args.out.mkdir(parents=True, exist_ok=True)
+                (args.out / f"{peer}.folded").write_text(r["folded"] or "")
+            except Exception as exc:  # noqa: BLE001
+                results["profiles"][peer] = {"error": str(exc)}
+                _log(f"  profile FAILED: {exc}")
+
+        # 3. latency
+        if not args.no_latency:
+            for peer in peers:
+                _log(f"latency: {peer} at {args.latency_rate}/s for {args.latency_seconds} s (load {_load()})")
+                try:
+                    r = asyncio.run(latency(peer, bootstrap, args, workdir))
+                    lat = r.pop("latency")
+                    rows[peer].update(r)
+                    if lat:
+                        rows[peer].update(latency_p50_ms=lat["p50"], latency_p99_ms=lat["p99"])
+                    _log(f"  {peer}: {r['latency_unchecked']} check {r['latency_check']}"
+                         f"{'' if r['latency_ok'] else ' -> NO FIGURE'}")
+                except Exception as exc:  # noqa: BLE001
+                    rows[peer].update(latency_error=str(exc))
+                    _log(f"  {peer} latency FAILED: {exc}")
+
+        # 4. in-process
+        if not args.no_inproc:
+            _log(f"in-process: {args.inproc_records:,} records (load {_load()})")
+            results["inproc"] = _inproc(args)
+            _log(f"  {results['inproc']}")
+    finally:
+        if handle is not None:
+            handle.stop()
+        if os.environ.get("BENCH_KEEP_LOGS"):
+            _log(f"peer logs kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    for r in rows.values():
+        if not r.get("check_ok") and r.get("check") and not str(r["check"]).startswith(("FAILED", "run failed")):
+            r["check"] = "FAILED: " + str(r["check"])
+        ratio = common.ratios(rows).get(r["peer"])
+        r["streamproc_ratio"] = ratio
+    results["targets"] = {p: {"ratio": rows[p]["streamproc_ratio"], "target": TARGETS[p],
+                              "met": rows[p]["streamproc_ratio"] >= TARGETS[p]}
+                          for p in TARGETS if p in rows and rows[p].get("streamproc_ratio")}
+    env["load_after"] = _load()
+    env["seconds"] = round(time.time() - started, 1)
+    results["rows"] = list(rows.values())
+    j, md, png = report.write(results, args.out)
+    text = md.read_text()
+    print("\n" + text)
+    print(f"written: {j}, {md}, {png} ({env['seconds']:.0f} s in all)")
+    if args.publish:
+        report.publish(text, png, REPO)
+        print("published: docs/benchmarks.md, docs/img/" + report.CHART_NAME)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

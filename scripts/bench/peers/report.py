@@ -1,0 +1,138 @@
+"""Writing the results: JSON, the Markdown report, the PNG chart, and the copy in docs/."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import render_table
+
+DOC_BEGIN = "<!-- bench-peers:begin (written by scripts/bench/bench_peers.py --publish) -->"
+DOC_END = "<!-- bench-peers:end -->"
+CHART_NAME = "bench-peers.png"
+LABELS = {"passthrough": "aiokafka passthrough\n(ceiling)", "streamproc": "streamproc",
+          "quix": "Quix Streams\n(closing=partition)",
+          "quix-key": "Quix Streams\n(closing=key)", "faust": "faust-streaming"}
+
+
+def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
+    """Four panels: records/s, CPU µs per record, peak RSS, latency p50/p99 (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [LABELS.get(r["peer"], r["peer"]) for r in rows]
+    colors = ["#9e9e9e" if r["peer"] == "passthrough" else "#1f77b4" if r["peer"] == "streamproc" else "#ff7f0e"
+              if r["peer"].startswith("quix") else "#2ca02c" for r in rows]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+
+    def bars(ax: Any, key: str, label: str, fmt: str) -> None:
+        vals = [r.get(key) or 0 for r in rows]
+        b = ax.bar(names, vals, color=colors)
+        for rect, v in zip(b, vals):
+            ax.annotate(format(v, fmt) if v else "no figure", (rect.get_x() + rect.get_width() / 2,
+                                                             rect.get_height()), ha="center", va="bottom",
+                        fontsize=8)
+        ax.set_title(label)
+        ax.tick_params(axis="x", labelsize=8)
+
+    bars(axes[0][0], "records_per_s", "throughput, records/s (higher is better)", ",.0f")
+    bars(axes[0][1], "cpu_us_per_record", "CPU µs per record (lower is better)", ".1f")
+    bars(axes[1][0], "rss_mb", "peak RSS, MB", ",.0f")
+    ax = axes[1][1]
+    xs = range(len(rows))
+    p50 = [r.get("latency_p50_ms") or 0 for r in rows]
+    p99 = [r.get("latency_p99_ms") or 0 for r in rows]
+    ax.bar([x - 0.2 for x in xs], p50, width=0.4, label="p50", color=colors, alpha=0.6)
+    ax.bar([x + 0.2 for x in xs], p99, width=0.4, label="p99", color=colors)
+    for x, a, b in zip(xs, p50, p99):
+        if a:
+            ax.annotate(f"{a:,.0f}", (x - 0.2, a), ha="center", va="bottom", fontsize=7)
+        if b:
+            ax.annotate(f"{b:,.0f}", (x + 0.2, b), ha="center", va="bottom", fontsize=7)
+        if not a and not b:
+            ax.annotate("no figure", (x, 0.02), xycoords=("data", "axes fraction"), ha="center", va="bottom",
+                        fontsize=8)
+    ax.set_xticks(list(xs), names)
+    ax.tick_params(axis="x", labelsize=8)
+    if any(p99):
+        ax.set_yscale("log")
+    ax.set_title("end-to-end latency ms at a fixed rate (p50 light, p99 dark; log)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    """The report: conditions, the table, ratios vs the targets, the in-process row, the profile."""
+    env = results["env"]
+    run = (f"Run {env['started']} ({'quick' if env['quick'] else 'full'} mode) on {env['machine']}; "
+           f"load average (1, 5, 15 min) before / after: {env['load_before']} / {env['load_after']}.")
+    sizes = (f"Throughput input: {env['records']:,} clicks of {env['users']:,} users on {env['partitions']} "
+             f"partitions (+ {env['partitions']} end-of-input markers), gap {env['gap_ms'] // 60000} min, "
+             f"grace {env['grace_ms'] // 60000} min. Latency: {env['latency_rate']:,} records/s for "
+             f"{env['latency_seconds']} s, gap {env['latency_gap_ms']} ms, grace {env['latency_grace_ms']} ms.")
+    lines = [run, sizes, "", render_table(results["rows"]), ""]
+    t = results.get("targets") or {}
+    if t:
+        lines.append("Targets (records/s, same run): " + "; ".join(
+            f"streamproc ÷ {k} = {v['ratio']:.2f}× (target ≥ {v['target']}×: {'met' if v['met'] else 'NOT met'})"
+            for k, v in t.items()))
+        lines.append("")
+    inproc = results.get("inproc")
+    if inproc and "error" not in inproc:
+        head = (f"In-process, no Kafka (`bench_task_path.py`, CPU time, best of {inproc['repeat']}): "
+                f"{inproc['records']:,} records, {inproc['users']:,} users, batch {inproc['batch']}.")
+        task = (f"| streamproc `Task.process` (sessions topology) | {inproc['task_per_s']:,.0f} | "
+                f"{1e6 / inproc['task_per_s']:.2f} |")
+        floor = (f"| hand-written sessionizer (floor) | {inproc['floor_per_s']:,.0f} | "
+                 f"{1e6 / inproc['floor_per_s']:.2f} |")
+        lines += [head, "", "| path | records/s | µs/record |", "|---|---|---|", task, floor, "",
+                  f"streamproc / hand-written: {inproc['task_per_s'] / inproc['floor_per_s']:.2f}", ""]
+    elif inproc:
+        lines += [f"In-process comparison failed: {inproc['error']}", ""]
+    for peer, prof in (results.get("profiles") or {}).items():
+        if not prof.get("samples"):
+            lines += [f"py-spy profile of {peer} failed: {prof.get('error', 'no samples')}"[:300], ""]
+            continue
+        head = (f"py-spy profile of {peer} over {prof['records']:,} clicks ({prof['samples']} samples at "
+                f"{prof['rate']} Hz; {prof['records_per_s_under_profiler']:,.0f} records/s under the profiler, "
+                f"{prof['cpu_s']:.1f} CPU s in {prof['seconds']:.1f} s):")
+        lines += [head, "", "| self % | frame |", "|---|---|"]
+        lines += [f"| {100 * s:.1f} | `{f}` |" for s, f in prof["self"][:12]]
+        lines += ["", f"| inclusive % | {peer} function |", "|---|---|"]
+        lines += [f"| {100 * s:.1f} | `{f}` |" for s, f in prof["inclusive"][:12]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(results: Mapping[str, Any], out: Path) -> tuple[Path, Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    j = out / "results.json"
+    j.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    md = out / "results.md"
+    md.write_text(markdown(results) + "\n")
+    png = out / CHART_NAME
+    env = results["env"]
+    chart(results["rows"], png, f"streamproc vs peers, {env['records']:,} records, same broker, "
+                                f"{env['machine']}, load {env['load_before']}")
+    return j, md, png
+
+
+def publish(md_text: str, png: Path, repo: Path) -> None:
+    """Copy the chart to docs/img/ and the report between the markers of docs/benchmarks.md."""
+    (repo / "docs" / "img").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(png, repo / "docs" / "img" / CHART_NAME)
+    doc = repo / "docs" / "benchmarks.md"
+    text = doc.read_text() if doc.exists() else f"# Benchmarks\n\n{DOC_BEGIN}\n{DOC_END}\n"
+    if DOC_BEGIN not in text or DOC_END not in text:
+        text += f"\n{DOC_BEGIN}\n{DOC_END}\n"
+    block = f"{DOC_BEGIN}\n\n{md_text}\n![streamproc vs peers](img/{CHART_NAME})\n\n{DOC_END}"
+    text = re.sub(re.escape(DOC_BEGIN) + r".*?" + re.escape(DOC_END), lambda _: block, text, flags=re.DOTALL)
+    doc.write_text(text)

@@ -1,0 +1,264 @@
+"""The versioned store as it was before its latest-value map held ``VersionedRecord`` objects (kept
+verbatim for the old-vs-new tests in ``test_versioned_store_layout.py``). Not used by the package.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import Any, NamedTuple
+
+from sortedcontainers import SortedDict
+
+from streamproc.time import Duration
+from streamproc.stores._checks import check_duration, check_int, check_name, fail_key, key_type_error
+from streamproc.stores.base import StoreBase
+
+__all__ = ["LegacyVersionedStore"]
+
+#: ``put`` result when the version was older than history retention and was not stored.
+NOT_PUT = -(2**63)
+#: ``put`` result when the new version is the newest of its key (its ``valid_to`` is undefined).
+VALID_TO_UNDEFINED = -1
+
+
+class VersionedRecord(NamedTuple):
+    """A version: ``value``, its ``timestamp`` (valid_from) and ``valid_to`` (None for the newest)."""
+
+    value: Any
+    timestamp: int
+    valid_to: int | None = None
+
+
+def default_segment_interval(history_retention: int) -> int:
+    """The default segment interval for a history retention (both ms)."""
+    h = history_retention
+    if h <= 60_000:
+        return max(h // 3, 2_000)
+    if h <= 300_000:
+        return max(h // 5, 20_000)
+    if h <= 3_600_000:
+        return max(h // 12, 60_000)
+    return max(h // 24, 300_000)
+
+
+class LegacyVersionedStore(StoreBase):
+    """An in-memory versioned key-value store."""
+
+    __slots__ = ("history_retention", "segment_interval", "_latest", "_history", "_segments",
+                 "_num_history")
+    kind = "versioned"
+
+    def __init__(self, name: str, history_retention: Duration, segment_interval: Duration | None = None) -> None:
+        name = check_name(name, "versioned")
+        owner = f"versioned store {name!r}"
+        self.history_retention = check_duration(history_retention, "history_retention", owner)
+        if segment_interval is None:
+            self.segment_interval = default_segment_interval(self.history_retention)
+        else:
+            self.segment_interval = check_duration(segment_interval, "segment_interval", owner,
+                                                   allow_zero=False)
+        super().__init__(name)
+        self._latest: dict[Any, tuple[int, Any]] = {}
+        self._history: dict[Any, tuple[list[int], list[Any]]] = {}
+        self._segments: SortedDict = SortedDict()
+        self._num_history = 0
+
+    # -- writes -----------------------------------------------------------------------------
+    def put(self, key: Any, value: Any, timestamp: int) -> int:
+        """Add a version of ``key`` valid from ``timestamp`` (``value`` None = tombstone).
+
+        Returns the new version's ``valid_to``, :data:`VALID_TO_UNDEFINED` when it is the newest, or
+        :data:`NOT_PUT` when ``timestamp`` is older than history retention.
+        """
+        if key is None:
+            fail_key(self._owner())
+        if type(timestamp) is not int:
+            timestamp = check_int(self._owner(), "timestamp", timestamp)
+        obs = self._observed
+        if timestamp < obs - self.history_retention:
+            self._dropped += 1
+            return NOT_PUT
+        latest_map = self._latest
+        try:
+            latest = latest_map.get(key)
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+        interval = self.segment_interval
+        result = VALID_TO_UNDEFINED
+        if latest is None:
+            latest_map[key] = (timestamp, value)
+            if value is None:
+                self._index(timestamp // interval, key)
+        else:
+            latest_ts = latest[0]
+            if timestamp >= latest_ts:
+                if timestamp > latest_ts:
+                    hist = self._history.get(key)
+                    if hist is None:
+                        self._history[key] = ([latest_ts], [latest[1]])
+                    else:
+                        hist[0].append(latest_ts)
+                        hist[1].append(latest[1])
+                    self._num_history += 1
+                    self._index(timestamp // interval, key)  # the old latest now ends at `timestamp`
+                latest_map[key] = (timestamp, value)
+                if value is None:
+                    self._index(timestamp // interval, key)
+            else:
+                result = self._put_old(key, value, timestamp, latest_ts)
+        if timestamp > obs:
+            self._observed = timestamp
+            self._expire()
+        return result
+
+    def _put_old(self, key: Any, value: Any, timestamp: int, latest_ts: int) -> int:
+        """Insert or replace an older version (``timestamp < latest_ts``); return its valid_to."""
+        hist = self._history.get(key)
+        if hist is None:
+            hist = self._history[key] = ([], [])
+        stamps, values = hist
+        i = bisect_left(stamps, timestamp)
+        n = len(stamps)
+        if i < n and stamps[i] == timestamp:
+            values[i] = value
+            return stamps[i + 1] if i + 1 < n else latest_ts
+        stamps.insert(i, timestamp)
+        values.insert(i, value)
+        self._num_history += 1
+        valid_to = stamps[i + 1] if i + 1 <= n else latest_ts
+        interval = self.segment_interval
+        self._index(valid_to // interval, key)
+        if i > 0:  # the previous version now ends at `timestamp`
+            self._index(timestamp // interval, key)
+        return valid_to
+
+    def _index(self, segment: int, key: Any) -> None:
+        segs = self._segments
+        keys = segs.get(segment)
+        if keys is None:
+            segs[segment] = {key}
+        else:
+            keys.add(key)
+
+    def _expire(self) -> None:
+        """Drop every segment with ``(segment + 1) * segment_interval <= observed - H``."""
+        segs = self._segments
+        if not segs:
+            return
+        interval = self.segment_interval
+        bound = self._observed - self.history_retention  # valid_to <= bound is out of retention
+        last_expired = bound // interval - 1  # the largest s with (s + 1) * interval <= bound
+        first = segs.peekitem(0)[0]
+        if first > last_expired:
+            return
+        cut = (last_expired + 1) * interval  # versions with valid_to < cut are dropped
+        touched: set[Any] = set()
+        while segs:
+            seg_id, keys = segs.peekitem(0)
+            if seg_id > last_expired:
+                break
+            segs.popitem(0)
+            touched |= keys
+        latest_map = self._latest
+        history = self._history
+        for key in touched:
+            latest = latest_map.get(key)
+            if latest is None:
+                continue
+            hist = history.get(key)
+            if hist is not None:
+                stamps, values = hist
+                # valid_to of stamps[j] is stamps[j + 1], and the latest timestamp for the last one
+                drop = len(stamps) if latest[0] < cut else bisect_left(stamps, cut, 1) - 1
+                if drop > 0:
+                    del stamps[:drop]
+                    del values[:drop]
+                    self._num_history -= drop
+                    if not stamps:
+                        del history[key]
+            if latest[1] is None and latest[0] < cut and key not in history:
+                del latest_map[key]
+
+    # -- reads ------------------------------------------------------------------------------
+    def get(self, key: Any, as_of: int | None = None) -> VersionedRecord | None:
+        """The newest version (``as_of`` None) or the version valid at ``as_of``; None for a tombstone."""
+        if key is None:
+            fail_key(self._owner())
+        if as_of is not None and type(as_of) is not int:
+            as_of = check_int(self._owner(), "as_of", as_of)
+        try:
+            latest = self._latest.get(key)
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
+        if latest is None:
+            return None
+        latest_ts, latest_value = latest
+        if as_of is None:
+            return None if latest_value is None else VersionedRecord(latest_value, latest_ts, None)
+        if latest_ts <= as_of:
+            return None if latest_value is None else VersionedRecord(latest_value, latest_ts, None)
+        if as_of < self._observed - self.history_retention:
+            return None
+        hist = self._history.get(key)
+        if hist is None:
+            return None
+        stamps, values = hist
+        i = bisect_right(stamps, as_of) - 1
+        if i < 0:
+            return None
+        value = values[i]
+        if value is None:
+            return None
+        return VersionedRecord(value, stamps[i], stamps[i + 1] if i + 1 < len(stamps) else latest_ts)
+
+    def delete(self, key: Any, timestamp: int) -> VersionedRecord | None:
+        """Put a tombstone at ``timestamp`` and return what ``get(key, timestamp)`` gave before it.
+
+        Outside history retention (``timestamp < observed - H``) nothing changes and the result is None.
+        """
+        if key is None:
+            fail_key(self._owner())
+        if type(timestamp) is not int:
+            timestamp = check_int(self._owner(), "timestamp", timestamp)
+        if timestamp < self._observed - self.history_retention:
+            self._dropped += 1
+            return None
+        old = self.get(key, timestamp)
+        self.put(key, None, timestamp)
+        return old
+
+    # -- inspection -------------------------------------------------------------------------
+    def versions(self, key: Any) -> list[VersionedRecord]:
+        """Every stored version of ``key``, oldest first, tombstones included (value None).
+
+        Versions that fell out of history retention may still be listed until their segment
+        is dropped.
+        """
+        if key is None:
+            fail_key(self._owner())
+        latest = self._latest.get(key)
+        if latest is None:
+            return []
+        out: list[VersionedRecord] = []
+        hist = self._history.get(key)
+        if hist is not None:
+            stamps, values = hist
+            n = len(stamps)
+            for i in range(n):
+                out.append(VersionedRecord(values[i], stamps[i], stamps[i + 1] if i + 1 < n else latest[0]))
+        out.append(VersionedRecord(latest[1], latest[0], None))
+        return out
+
+    def keys(self) -> list[Any]:
+        """Every key with a stored version (including keys whose newest version is a tombstone)."""
+        return list(self._latest)
+
+    def __len__(self) -> int:
+        """Number of stored versions (newest and older, tombstones included)."""
+        return len(self._latest) + self._num_history
+
+    def _clear(self) -> None:
+        self._latest.clear()
+        self._history.clear()
+        self._segments.clear()
+        self._num_history = 0

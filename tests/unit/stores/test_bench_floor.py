@@ -1,0 +1,41 @@
+"""The hand-written sessionizer that ``scripts/bench/bench_task_path.py`` measures as the floor of the
+sessions task path must give exactly the task's output (else the speed ratio compares unequal
+work): same records, same order, over random click streams where sessions extend, merge, close and
+clicks come late."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench" / "bench_task_path.py"
+
+
+def load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_task_path", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_task_path", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load_bench()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), users=st.integers(1, 40), gap=st.integers(1, 20_000),
+       grace=st.integers(0, 150_000), batch=st.sampled_from([1, 7, 500]))
+def test_floor_output_equals_the_task_path_output(seed: int, users: int, gap: int, grace: int, batch: int) -> None:
+    records = bench.make_records(1_500, users, seed)
+    task_out: list = []
+    floor_out: list = []
+    _, n_task, _ = bench.run_task(records, batch, task_out, gap=gap, grace=grace)
+    _, n_floor = bench.run_floor(records, batch, floor_out, gap=gap, grace=grace)
+    assert n_task == len(task_out) and n_floor == len(floor_out)
+    assert floor_out == task_out

@@ -1,0 +1,186 @@
+"""The per-key session store against the layout it replaced (``LegacySessionStore``), on random
+operation sequences with expiry: every read, ``observed_stream_time``, ``dropped_records`` and the
+size must agree after every step. Also the fast path session aggregation uses (``_find`` then
+``_replace``) against the equivalent public calls (``find_sessions``, ``remove`` each, ``put``),
+directly and through the change-logging wrapper (same drained changelog records)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamproc.records import Windowed
+from streamproc.stores import SessionStore, Stores, change_logged
+
+from .hypothesis_settings import PROPERTY
+from .legacy_session_store import LegacySessionStore
+from .strategies import bound_keys, keys
+
+times = st.integers(0, 150)
+lengths = st.integers(0, 30)
+aggs = st.integers(0, 9)
+
+# ("replace", key, ts, lo, hi, mode, agg): find the sessions of `key` with end >= ts - lo and
+# start <= ts + hi, then replace `removed` (all / none / the first / the last) by a new session: the
+# merge of [ts, ts] with every found session (mode "merge", what the processor does) or [ts, ts + hi].
+replace_ops = st.tuples(st.just("replace"), keys, times, st.integers(0, 20), st.integers(0, 20),
+                        st.sampled_from(["merge", "all", "none", "first", "last"]), aggs)
+layout_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), keys, times, lengths, st.one_of(st.none(), aggs)),
+        st.tuples(st.just("put"), keys, times, lengths, aggs),
+        st.tuples(st.just("remove"), keys, times, lengths),
+        replace_ops,
+        replace_ops,
+        st.tuples(st.just("find"), keys, st.integers(-5, 190), st.integers(-5, 190), st.booleans()),
+        st.tuples(st.just("fetch_session"), keys, times, lengths),
+        st.tuples(st.just("fetch"), keys, st.booleans()),
+        st.tuples(st.just("fetch_keys"), bound_keys, bound_keys, st.booleans()),
+        st.tuples(st.just("all"), st.booleans()),
+    ),
+    max_size=80,
+)
+
+
+def rows(it: Any) -> list[tuple[tuple[Any, int, int], Any]]:
+    return [((kv.key.key, kv.key.start, kv.key.end), kv.value) for kv in it]
+
+
+def replace_plan(store: Any, op: tuple) -> tuple[list[Any], list[Windowed], Windowed]:
+    """``(entries to pass to _replace, the same sessions as Windowed, the new session)``."""
+    _, k, ts, lo, hi, mode, _agg = op
+    found = store._find(k, ts - lo, ts + hi)
+    windows = [Windowed(e[3], e[1], e[0]) for e in found]
+    if mode == "merge":
+        start = min([ts] + [w.start for w in windows])
+        end = max([ts] + [w.end for w in windows])
+        return found, windows, Windowed(k, start, end)
+    chosen = {"all": slice(None), "none": slice(0), "first": slice(1), "last": slice(-1, None)}[mode]
+    return found[chosen], windows[chosen], Windowed(k, ts, ts + hi)
+
+
+def apply(store: Any, legacy: LegacySessionStore, op: tuple) -> None:
+    name = op[0]
+    if name == "put":
+        _, k, start, length, agg = op
+        assert store.put(Windowed(k, start, start + length), agg) == legacy.put(Windowed(k, start, start + length), agg)
+    elif name == "remove":
+        _, k, start, length = op
+        assert store.remove(Windowed(k, start, start + length)) == legacy.remove(Windowed(k, start, start + length))
+    elif name == "replace":
+        removed, windows, new = replace_plan(store, op)
+        assert rows(legacy.find_sessions(op[1], op[2] - op[3], op[2] + op[4])) == \
+            rows(store.find_sessions(op[1], op[2] - op[3], op[2] + op[4]))
+        got = store._replace(new.key, removed, new.start, new.end, op[6])
+        for w in windows:
+            assert legacy.remove(w)
+        assert bool(got) == legacy.put(new, op[6])
+    elif name == "find":
+        _, k, ee, ls, backward = op
+        assert rows(store.find_sessions(k, ee, ls, backward)) == rows(legacy.find_sessions(k, ee, ls, backward))
+    elif name == "fetch_session":
+        _, k, start, length = op
+        assert store.fetch_session(k, start, start + length) == legacy.fetch_session(k, start, start + length)
+    elif name == "fetch":
+        assert rows(store.fetch(op[1], backward=op[2])) == rows(legacy.fetch(op[1], backward=op[2]))
+    elif name == "fetch_keys":
+        assert rows(store.fetch_keys(op[1], op[2], op[3])) == rows(legacy.fetch_keys(op[1], op[2], op[3]))
+    else:
+        assert rows(store.all(op[1])) == rows(legacy.all(op[1]))
+    assert store.observed_stream_time == legacy.observed_stream_time, op
+    assert store.dropped_records == legacy.dropped_records, op
+    assert len(store) == len(legacy), op
+
+
+@PROPERTY
+@given(st.integers(0, 80), layout_ops)
+def test_per_key_layout_matches_the_previous_layout(retention: int, ops: list) -> None:
+    store = Stores.in_memory_session_store("s", retention)
+    legacy = LegacySessionStore("s", retention)
+    for op in ops:
+        apply(store, legacy, op)
+    assert rows(store.all()) == rows(legacy.all())
+
+
+@PROPERTY
+@given(st.integers(0, 80), layout_ops)
+def test_replace_is_logged_like_remove_then_put(retention: int, ops: list) -> None:
+    fast = change_logged(Stores.in_memory_session_store("s", retention))
+    public = change_logged(Stores.in_memory_session_store("s", retention))
+    for i, op in enumerate(ops):
+        if op[0] == "replace":
+            removed, windows, new = replace_plan(fast, op)
+            got = fast._replace(new.key, removed, new.start, new.end, op[6])
+            for w in windows:
+                public.remove(w)
+            assert bool(got) == public.put(new, op[6])
+        elif op[0] == "put":
+            _, k, start, length, agg = op
+            assert fast.put(Windowed(k, start, start + length), agg) == public.put(Windowed(k, start, start + length), agg)
+        elif op[0] == "remove":
+            _, k, start, length = op
+            assert fast.remove(Windowed(k, start, start + length)) == public.remove(Windowed(k, start, start + length))
+        if i % 7 == 0:
+            assert fast.drain() == public.drain()
+    assert fast.drain() == public.drain()
+    assert rows(fast.all()) == rows(public.all())
+
+
+def test_extending_the_latest_session_in_place_keeps_expiry_exact() -> None:
+    s = SessionStore("s", 10)
+    s.put(Windowed("k", 0, 0), 1)
+    for t in range(1, 40):  # extend [0, t - 1] to [0, t] in place, 39 times
+        found = s._find("k", t - 5, t + 5)
+        assert s._replace("k", found, 0, t, t + 1)
+    assert [(kv.key, kv.value) for kv in s.all()] == [(Windowed("k", 0, 39), 40)]
+    s.put(Windowed("x", 45, 45), 1)  # observed 45: [0, 39] stays (39 >= 35)
+    assert len(s) == 2
+    s.put(Windowed("x", 50, 50), 1)  # observed 50: 39 < 40, expired
+    assert s.fetch_session("k", 0, 39) is None and len(s) == 2
+    assert [kv.key for kv in s.all()] == [Windowed("x", 45, 45), Windowed("x", 50, 50)]
+
+
+def test_a_session_extended_in_place_is_found_over_its_whole_length() -> None:
+    s = SessionStore("s", 1000)
+    s.put(Windowed("k", 0, 0), 1)
+    assert s._replace("k", s._find("k", -10, 10), 0, 100, 2)   # [0, 0] -> [0, 100] in place
+    s.put(Windowed("k", 200, 201), 3)
+    assert [kv.key for kv in s.find_sessions("k", 50, 60)] == [Windowed("k", 0, 100)]
+
+
+def test_an_in_place_extension_keeps_the_key_order() -> None:
+    s = SessionStore("s", 1000)
+    s.put(Windowed("k", 5, 10), "a")
+    s.put(Windowed("k", 8, 10), "b")
+    last = s._find("k", 10, 8)[-1:]  # [8, 10]
+    assert s._replace("k", last, 2, 10, "c")  # [2, 10] now sorts before [5, 10]
+    assert [(kv.key.start, kv.value) for kv in s.fetch("k")] == [(2, "c"), (5, "a")]
+    assert [(kv.key.start, kv.value) for kv in s.find_sessions("k", 0, 3)] == [(2, "c")]
+
+
+def test_a_key_of_another_type_is_rejected_before_anything_changes() -> None:
+    s = SessionStore("s", 100)
+    s.put(Windowed("a", 0, 5), 1)
+    try:
+        s.put(Windowed(7, 10, 500), 1)
+    except TypeError as exc:
+        assert "session store 's'" in str(exc) and "key 7" in str(exc)
+    else:  # pragma: no cover - the assertion below reports it
+        raise AssertionError("an int key next to str keys must be rejected")
+    assert s.observed_stream_time == 5 and len(s) == 1
+
+
+def test_reads_with_a_key_of_another_type_fail_like_the_ordered_layout() -> None:
+    for store in (SessionStore("s", 100), LegacySessionStore("s", 100)):
+        assert list(store.find_sessions(7, 0, 10)) == [] and list(store.fetch(7)) == []  # empty: no error
+        store.put(Windowed("a", 0, 5), 1)
+        for read in (lambda s: s.find_sessions(7, 0, 10), lambda s: s.fetch(7)):
+            try:
+                read(store)
+            except TypeError as exc:
+                assert "session store 's'" in str(exc)
+            else:  # pragma: no cover
+                raise AssertionError(f"{type(store).__name__}: an int key must not be readable next to str keys")
+        assert store.fetch_session(7, 0, 5) is None  # a point lookup needs no order
