@@ -17,6 +17,7 @@ from .dsl import (
     EmitStrategy,
     Grouped,
     Joined,
+    JoinWindows,
     KGroupedStream,
     KStream,
     KTable,
@@ -27,7 +28,10 @@ from .dsl import (
     SessionWindows,
     StreamsBuilder,
     SubTopology,
+    TimeWindowedKStream,
+    TimeWindows,
     Topology,
+    ValueAndTimestamp,
 )
 from .errors import ProcessingError, SerializationError, StreamprocError, TaskFailedError, TopologyError
 from .records import KeyValue, Record, Windowed
@@ -49,6 +53,10 @@ __all__ = [
     "SessionWindowedKStream",
     "KTable",
     "SessionWindows",
+    "TimeWindows",
+    "TimeWindowedKStream",
+    "JoinWindows",
+    "ValueAndTimestamp",
     "EmitStrategy",
     "Consumed",
     "Produced",

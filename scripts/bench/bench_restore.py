@@ -127,10 +127,9 @@ async def restore_rate(bootstrap: str, topic: str, make_store: Any, n: int) -> t
 
 
 async def time_to_running(bootstrap: str, app_id: str, clicks: str, state_dir: str | None) -> tuple[float, Any]:
-    from topologies import sessions
-
     from streamproc.config import Config
     from streamproc.runtime.app import StreamApp
+    from topologies import sessions
 
     app = StreamApp(sessions.build(input=clicks, output=f"{app_id}-out"),
                     Config(application_id=app_id, bootstrap_servers=bootstrap, state_dir=state_dir or "",
@@ -153,11 +152,10 @@ async def time_to_running(bootstrap: str, app_id: str, clicks: str, state_dir: s
 
 
 async def main_async(bootstrap: str, entries: int) -> None:
-    from topologies import sessions
-
     from streamproc import serde
     from streamproc.runtime.task import Task
     from streamproc.stores import Stores, change_logged, changelog_topic_config
+    from topologies import sessions
 
     run = uuid.uuid4().hex[:6]
     print(f"entries {entries:,}; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)

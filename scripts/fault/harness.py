@@ -63,7 +63,7 @@ sys.path.insert(0, str(HERE))
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import fault_topology  # noqa: E402
+import fault_topology
 
 CURRENCIES = [f"C{i:02d}" for i in range(40)]
 
@@ -128,8 +128,8 @@ class FaultReport:
             f"guarantee {self.guarantee}: {self.records} records, {len(self.kills)} kills at {kills}",
             f"  inputs {self.inputs}",
             f"  outputs {self.outputs} expected {self.expected}",
-            f"  duplicates {self.duplicates} missing {self.missing} unexpected {self.unexpected} "
-            f"lost inputs {self.lost_inputs}",
+            (f"  duplicates {self.duplicates} missing {self.missing} unexpected {self.unexpected} "
+             f"lost inputs {self.lost_inputs}"),
             f"  session output partitions equal to the driver's: {self.session_partitions_equal}",
             f"  final state: {self.stores_equal}/{self.stores_checked} stores equal the driver's"
             + (f" (differ: {', '.join(self.store_diffs[:6])})" if self.store_diffs else ""),
@@ -283,7 +283,7 @@ async def read_all(bootstrap: str, topic: str, isolation_level: str) -> list[Any
         parts: Any = None
         deadline = time.monotonic() + 30
         while not parts:
-            await consumer._client.force_metadata_update()  # noqa: SLF001
+            await consumer._client.force_metadata_update()
             parts = consumer.partitions_for_topic(topic)
             if not parts and time.monotonic() > deadline:
                 return []
@@ -424,7 +424,7 @@ def comparable(store: Any) -> Any:
     arrival number (it depends on how the repartitioned records interleaved)."""
     inner = getattr(store, "inner", store)
     if inner.kind == "versioned":
-        return sorted((k, [(v.value, v.timestamp) for v in inner.versions(k)]) for k in inner.keys())
+        return sorted((k, [(v.value, v.timestamp) for v in inner.versions(k)]) for k in inner.keys())  # noqa: SIM118 - a method, not a dict
     items = [(kv.key, kv.value) for kv in inner.all()]
     if inner.kind == "key_value" and items and isinstance(items[0][0], (list, tuple)) and len(items[0][0]) == 3:
         return sorted((k[0], k[1], json.dumps(v, sort_keys=True)) for k, v in items)

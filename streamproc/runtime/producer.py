@@ -105,11 +105,13 @@ class OutputProducer(Service):
 class SendBuffer:
     """Records waiting to be sent, grouped per topic-partition, in arrival order."""
 
-    __slots__ = ("_out", "_by_tp", "_sources", "count")
+    __slots__ = ("_by_tp", "_out", "_plain", "_sources", "count")
 
     def __init__(self, out: OutputProducer) -> None:
         self._out = out
         self._by_tp: dict[tuple[str, int], list[tuple[bytes | None, bytes | None, int | None, Any]]] = {}
+        #: records without headers, ``(key, value, timestamp)`` as given (changelog records)
+        self._plain: dict[tuple[str, int], list[Any]] = {}
         self._sources: dict[tuple[str, int], set[Any]] = {}
         self.count = 0
 
@@ -137,11 +139,11 @@ class SendBuffer:
         """Buffer ``records`` (objects with ``key``, ``value`` bytes and ``timestamp``, e.g.
         ``ChangelogRecord``) for one partition, without headers: the changelog fast path."""
         tp = (topic, partition)
-        lst = self._by_tp.get(tp)
+        lst = self._plain.get(tp)
         if lst is None:
-            lst = self._by_tp[tp] = []
-            self._sources[tp] = set()
-        lst.extend([(r[0], r[1], r[2], None) for r in records])
+            self._plain[tp] = list(records)
+        else:
+            lst.extend(records)
         self.count += len(records)
 
     def add_outputs(self, outputs: Sequence[Any], source: Any) -> dict[str, int]:
@@ -197,7 +199,7 @@ class SendBuffer:
         if txn is None:
             return await self._send_all()
         if not await txn.before_send():
-            self._by_tp, self._sources, self.count = {}, {}, 0
+            self._by_tp, self._plain, self._sources, self.count = {}, {}, {}, 0
             return []
         try:
             sent = await self._send_all()
@@ -212,7 +214,25 @@ class SendBuffer:
         assert producer is not None, "producer not started"
         sent: list[tuple[asyncio.Future[Any], frozenset[Any]]] = []
         by_tp, self._by_tp, self.count = self._by_tp, {}, 0
+        plain, self._plain = self._plain, {}
         sources, self._sources = self._sources, {}
+        for (topic, partition), plain_records in plain.items():  # the changelog fast path
+            batch = producer.create_batch()
+            filled = 0
+            for key, value, ts in plain_records:
+                if batch.append(timestamp=ts, key=key, value=value, headers=None) is None:
+                    if filled == 0:
+                        raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch "
+                                         f"size; raise max_batch_size with --producer-config")
+                    sent.append((await producer.send_batch(batch, topic, partition=partition), frozenset()))
+                    batch = producer.create_batch()
+                    filled = 0
+                    if batch.append(timestamp=ts, key=key, value=value, headers=None) is None:
+                        raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch "
+                                         f"size; raise max_batch_size with --producer-config")
+                filled += 1
+            if filled:
+                sent.append((await producer.send_batch(batch, topic, partition=partition), frozenset()))
         for (topic, partition), records in by_tp.items():
             srcs = frozenset(sources[(topic, partition)])
             batch = producer.create_batch()

@@ -153,6 +153,9 @@ class Restorer(Service):
                 if part is None or part.done or not self._owned(part):
                     continue
                 self._apply(part, records)
+            # getmany returns buffered records without suspending: yield, or a long restore starves
+            # the loop (heartbeats, rebalances, the processing loop) until it ends
+            await asyncio.sleep(0)
             for tp, p in active.items():
                 if not p.done and self._owned(p):
                     pos = await consumer.position(tp)

@@ -129,3 +129,21 @@ async def test_sigterm_then_restart_reflects_every_input(kafka_bootstrap: str, t
     outputs = await read_to_end(kafka_bootstrap, sink)
     assert unreflected(data, outputs) == []  # at-least-once: every input is in the output
     assert all(json.loads(r.value)["clicks"] >= 1 for r in outputs)
+
+
+async def test_fatal_error_exits_1_with_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """A fatal error (here: the source topic does not exist) ends the process with status 1 and a
+    one-line report naming the cause."""
+    (tmp_path / "sigterm_topology.py").write_text(TOPOLOGY_MODULE)
+    missing = unique_name("no-such-topic")
+    log = tmp_path / "fatal.log"
+    proc = start(tmp_path, kafka_bootstrap, unique_name("fatal"), missing, unique_name("out"), log)
+    try:
+        rc = await wait_exit(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = log.read_text()
+    assert rc == 1, text[-3000:]
+    assert re.search(rf"streamproc stopped on a fatal error: TopologyError: source topic\(s\) '{missing}'", text), \
+        text[-3000:]

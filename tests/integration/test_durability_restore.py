@@ -6,6 +6,7 @@ crash, and every store ends up with exactly what its changelog holds."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -80,8 +81,8 @@ def session_changelog(application_id: str, partition: int, n: int) -> list[Out]:
 async def test_rebalance_during_restore(kafka_bootstrap: str, topic_factory: Any, caplog: pytest.LogCaptureFixture,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """A second instance joins while the first is restoring 4 large changelog partitions."""
-    from topologies import sessions
     from streamproc.stores import changelog_topic_config
+    from topologies import sessions
 
     partitions, per_partition = 4, 20_000
     clicks = await topic_factory(partitions, prefix="clicks")
@@ -93,23 +94,27 @@ async def test_rebalance_during_restore(kafka_bootstrap: str, topic_factory: Any
     for p in range(partitions):
         await produce(kafka_bootstrap, changelog, session_changelog(app_id, p, per_partition))
 
-    # Replay is slowed down (a blocking sleep per <= 2000 records, short enough for heartbeats): to
-    # 2.5k records/s until the second instance has tasks (so the rebalance surely lands mid-restore,
-    # however loaded the machine is), then to 25k records/s.
+    # Replay is slowed down (an asyncio sleep after each fetch of the restore consumer; both members
+    # share this event loop, which must stay free): to 2.5k records/s until the second instance has
+    # tasks, so the rebalance surely lands mid-restore however loaded the machine is, then 25k/s.
     second_assigned = False
-    original_init, original_apply = Restorer.__init__, Restorer._apply
+    original_start = Restorer.on_start
 
-    def small_batches(self: Restorer, *args: Any, **kwargs: Any) -> None:
-        original_init(self, *args, **kwargs)
-        self._max_records = 2_000
+    async def throttled_start(self: Restorer) -> None:
+        await original_start(self)
+        consumer = self._consumer
+        assert consumer is not None
+        fetch = consumer.getmany
 
-    def slow_apply(self: Restorer, p: Any, records: list[Any]) -> None:
-        original_apply(self, p, records)
-        time.sleep(len(records) * (40e-6 if second_assigned else 400e-6))
+        async def slow_getmany(*args: Any, **kwargs: Any) -> Any:
+            batch = await fetch(*args, **kwargs)
+            await asyncio.sleep(sum(map(len, batch.values())) * (40e-6 if second_assigned else 400e-6))
+            return batch
 
-    monkeypatch.setattr(Restorer, "__init__", small_batches)
-    monkeypatch.setattr(Restorer, "_apply", slow_apply)
-    build = lambda: sessions.build(input=clicks, output=unique_name("stats"))  # noqa: E731
+        consumer.getmany = slow_getmany  # type: ignore[method-assign]
+
+    monkeypatch.setattr(Restorer, "on_start", throttled_start)
+    build = lambda: sessions.build(input=clicks, output=unique_name("stats"))
     metric = "streamproc_restored_records_total"
     fast_rebalance = {"heartbeat_interval_ms": 300}
     with caplog.at_level(logging.INFO):

@@ -31,7 +31,7 @@ async def read_all(bootstrap: str, topic: str, *, isolation_level: str = "read_u
         deadline = time.monotonic() + 30
         parts = None
         while not parts:
-            await consumer._client.force_metadata_update()  # noqa: SLF001 - a topic created meanwhile
+            await consumer._client.force_metadata_update()
             parts = consumer.partitions_for_topic(topic)
             if not parts and time.monotonic() > deadline:
                 raise TimeoutError(f"topic {topic!r} has no metadata after 30 s")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def kvs(it: Iterable[Any]) -> list[tuple[Any, Any]]:

@@ -6,8 +6,9 @@ and follows the wording of the rule it cites. They are deliberately slow and obv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 TOMBSTONE = object()
 NOT_PUT = -(2**63)
@@ -73,7 +74,7 @@ class WindowModel:
     def fetch(self, key: Any, time_from: int, time_to: int, backward: bool = False) -> list[tuple[int, Any]]:
         lo = max(time_from, self.observed - self.retention + 1)
         items = sorted((s, i, v) for s, k, i, v in self._items() if k == key and lo <= s <= time_to)
-        out = [(s, v) for s, _, v in items][:3]
+        out = [(s, v) for s, _, v in items]
         return out[::-1] if backward else out
 
     def fetch_keys(self, key_from: Any, key_to: Any, time_from: int | None, time_to: int | None,
@@ -300,6 +301,7 @@ class JoinModel:
         self.table.put(key, value, ts)
 
     def _join(self, key: Any, value: Any, ts: int) -> list[tuple[Any, Any, int]]:
+        found: tuple[Any, ...] | None
         if self.history is None:
             found = None if key not in self.latest else (self.latest[key],)
         else:

@@ -31,11 +31,11 @@ from .models import WindowModel
         (("w", 10, 20), {"grace": -9}, ["w", "grace", "-9"]),
         # size > retention before grace > retention
         (("w", 10, 20), {"grace": 30},
-         ["The retention period of the window store w must be no smaller than its window size. "
-          "Got size=[20], retention=[10]"]),
+         [("The retention period of the window store w must be no smaller than its window size. "
+          "Got size=[20], retention=[10]")]),
         (("w", 10, 5), {"grace": 30},
-         ["The grace period of the window store w must not exceed its retention period. "
-          "Got grace period=[30], retention=[10]"]),
+         [("The grace period of the window store w must not exceed its retention period. "
+          "Got grace period=[30], retention=[10]")]),
     ],
 )
 def test_validation_order_and_messages(args: tuple, kwargs: dict, needles: list[str]) -> None:
@@ -142,7 +142,7 @@ def test_none_value_deletes_and_is_noop_with_duplicates() -> None:
 
 def test_fetch_time_bounds_are_inclusive_and_clamped_to_retention() -> None:
     s = Stores.in_memory_window_store("w", 20, 5)
-    for t in range(0, 31):
+    for t in range(31):
         s.put("k", t, t)
     # observed 30: live starts are >= 30 - 20 + 1 = 11
     assert [t for t, _ in kvs(s.fetch("k", 0, 13))] == [11, 12, 13]
@@ -221,15 +221,15 @@ def test_bad_arguments_name_the_store() -> None:
     with pytest.raises((ValueError, TypeError), match="clicks"):
         s.put(None, 1, 0)
     with pytest.raises(TypeError, match="clicks"):
-        s.put("a", 1, "0")
+        s.put("a", 1, "0")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="clicks"):
-        s.put("a", 1, 1.5)
+        s.put("a", 1, 1.5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="clicks"):
         s.put("a", 1, 1)
         s.put(2, 1, 1)
         list(s.all())
     with pytest.raises(TypeError, match="retention"):
-        Stores.in_memory_window_store("w", "10", 5)
+        Stores.in_memory_window_store("w", "10", 5)  # type: ignore[arg-type]
 
 
 # -- property test against the model ------------------------------------------------------------
@@ -264,11 +264,11 @@ def _shift(ops: list[tuple], base: int) -> list[tuple]:
     times = {"put": (3,), "put_rel": (), "get": (2,), "fetch": (2, 3), "fetch_keys": (3, 4), "all": ()}
     out = []
     for op in ops:
-        op = list(op)
-        for i in times[op[0]]:
-            if op[i] is not None:
-                op[i] += base
-        out.append(tuple(op))
+        fields = list(op)
+        for i in times[fields[0]]:
+            if fields[i] is not None:
+                fields[i] += base
+        out.append(tuple(fields))
     return out
 
 
@@ -344,4 +344,4 @@ PREFILL = st.lists(st.tuples(st.just("put"), st.integers(0, 99), st.integers(0, 
 def test_window_store_with_many_keys_per_window_matches_model(config: tuple[int, int, int | None, bool],
                                                               prefill: list[tuple], ops: list[tuple]) -> None:
     """Many keys in few windows (large segments), int keys."""
-    test_window_store_matches_model.hypothesis.inner_test(config, prefill + ops, 0)  # starts 0..3  # type: ignore[attr-defined]
+    test_window_store_matches_model.hypothesis.inner_test(config, prefill + ops, 0)  # type: ignore[attr-defined]  # starts 0..3  # type: ignore[attr-defined]

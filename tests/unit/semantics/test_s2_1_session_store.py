@@ -95,7 +95,7 @@ def test_validation_and_durations() -> None:
     with pytest.raises((ValueError, TypeError), match="sessions-x"):
         store.put(Windowed(None, 0, 0), 1)
     with pytest.raises(TypeError, match="sessions-x"):
-        store.find_sessions("k", "0", 10)
+        store.find_sessions("k", "0", 10)  # type: ignore[arg-type]
 
 
 def test_snapshot_reads() -> None:
@@ -125,6 +125,8 @@ OPS = st.one_of(
     st.tuples(st.just("put"), windows(), st.none()),
     st.tuples(st.just("remove"), windows()),
     st.tuples(st.just("find"), KEYS, st.integers(0, 80), st.integers(0, 80)),
+    # bounds at an existing session's end/start (+-1): the inclusive boundaries
+    st.tuples(st.just("find_edge"), st.integers(0, 99), st.integers(-1, 1), st.integers(-1, 1)),
     st.tuples(st.just("fetch_session"), windows()),
     st.tuples(st.just("fetch"), KEYS),
     st.tuples(st.just("fetch_keys"), st.none() | KEYS, st.none() | KEYS),
@@ -146,6 +148,12 @@ def test_session_store_matches_model(retention: int, ops: list[tuple]) -> None:
             k, s, e = op[1]
             store.remove(Windowed(k, s, e))
             model.remove(k, s, e)
+        elif name == "find_edge":
+            live = model.live()
+            if live:
+                k, s, e, _ = live[op[1] % len(live)]
+                args = (k, e + op[2], s + op[3])
+                assert kvs(store.find_sessions(*args)) == _as_model(model.find_sessions(*args)), (op, args)
         elif name == "find":
             assert kvs(store.find_sessions(*op[1:])) == _as_model(model.find_sessions(*op[1:])), op
         elif name == "fetch_session":

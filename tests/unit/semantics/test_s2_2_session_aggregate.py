@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from .models import SessionAggModel
 _FIRST = object()
 
 
-def _topology(windows: SessionWindows, op: str, emit: EmitStrategy, retention: int | None = None):
+def _topology(windows: SessionWindows, op: str, emit: EmitStrategy, retention: Any = None) -> Any:
     b = StreamsBuilder()
     grouped = b.stream("in").group_by_key().windowed_by(windows)
     kw: dict[str, Any] = {"name": "agg", "emit": emit}
@@ -34,6 +35,7 @@ def _topology(windows: SessionWindows, op: str, emit: EmitStrategy, retention: i
 
 
 def _model(gap: int, grace: int, op: str, on_close: bool, retention: int | None = None) -> SessionAggModel:
+    fns: tuple[Callable[..., Any], ...]
     if op == "count":
         fns = (lambda: 0, lambda k, v, agg: agg + 1, lambda k, a, b: a + b)
     elif op == "reduce":
@@ -294,13 +296,13 @@ def test_dsl_argument_names_and_errors() -> None:
         ({"initializer": lambda: 0, "aggregator": lambda k, v, a: a, "merger": "m"}, "merger"),
     ]:
         with pytest.raises((TypeError, ValueError), match=needle):
-            windowed.aggregate(**kwargs)
+            windowed.aggregate(**kwargs)  # type: ignore[arg-type]
     with pytest.raises((TypeError, ValueError), match="reducer"):
-        windowed.reduce(42)
+        windowed.reduce(42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="emit"):
-        windowed.count(emit="on_window_close")
+        windowed.count(emit="on_window_close")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="gap"):
-        SessionWindows.of_inactivity_gap_and_grace("10", 5)
+        SessionWindows.of_inactivity_gap_and_grace("10", 5)  # type: ignore[arg-type]
 
 
 @given(st.integers(1, 20), st.integers(0, 20), st.booleans(), RECORDS)

@@ -131,9 +131,9 @@ def test_validation_and_timedelta() -> None:
     with pytest.raises((ValueError, TypeError), match="rates"):
         store.put(None, 1, 0)
     with pytest.raises(TypeError, match="rates"):
-        store.put("k", 1, "5")
+        store.put("k", 1, "5")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="rates"):
-        store.get("k", 1.5)
+        store.get("k", 1.5)  # type: ignore[arg-type]
 
 
 # -- property test --------------------------------------------------------------------------------

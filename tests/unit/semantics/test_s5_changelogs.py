@@ -8,7 +8,8 @@ changelog through the put rules rebuilds the same store (contents *and* behaviou
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -193,7 +194,7 @@ def _versioned_apply(s: Any, op: tuple) -> Any:
 
 
 def _versioned_snapshot(s: Any) -> Any:
-    out = []
+    out: list[tuple[Any, ...]] = []
     for k in ["a", "b", "c"]:
         latest = s.get(k)
         out.append((k, None if latest is None else tuple(latest)))
@@ -296,8 +297,12 @@ def test_join_with_grace_restart_equivalence(grace: int, left: bool, before: lis
     def step(d: TopologyTestDriver, ev: tuple) -> None:
         side, k, v, ts = ev
         d.input_topic(side).pipe(k, v, ts)
-        want = model.table_record(k, v, ts) if side == "table" else model.stream_record(k, v, ts)
-        assert recs(d.output_topic("out").read_records()) == (want or []), ev
+        if side == "table":
+            model.table_record(k, v, ts)
+            want = []
+        else:
+            want = model.stream_record(k, v, ts)
+        assert recs(d.output_topic("out").read_records()) == want, ev
 
     with TopologyTestDriver(topo) as d:
         for ev in before:

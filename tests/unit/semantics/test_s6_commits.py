@@ -12,6 +12,7 @@ The commit order against a real broker, and exactly-once, are covered by tests/i
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Hashable
 from typing import Any
 
 import pytest
@@ -144,7 +145,7 @@ async def test_changelog_sends_hold_back_the_offsets_they_carry() -> None:
     committable offset."""
     loop = asyncio.get_running_loop()
     tracker = AckTracker(DelayedOperationPurgatory("acks", Timer()), delivery_timeout_ms=60_000)
-    unflushed: dict[str, int] = {}
+    unflushed: dict[Hashable, int] = {}
 
     def commit(changelog_sends: list[Any]) -> int | None:
         register_changelog_flush(tracker, ["p"], changelog_sends, unflushed)
@@ -208,7 +209,7 @@ def test_timer_runs_each_task_once_when_due(start: int, wheel: int, ops: list[tu
     for name, x in ops:
         if name == "add":
             i = len(tasks)
-            task = TimerTask(x, action=lambda i=i: ran.append((i, timer.now_ms)))
+            task = TimerTask(x, action=lambda i=i: ran.append((i, timer.now_ms)))  # type: ignore[misc]
             tasks.append(task)
             timer.add(task)
             if x > 0:
