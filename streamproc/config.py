@@ -29,6 +29,7 @@ import os
 import re
 import tomllib
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -65,6 +66,8 @@ def _parse_str(value: Any) -> str:
 def _parse_int(value: Any) -> int:
     if isinstance(value, bool):
         raise _Bad(f"{value!r} is not an integer")
+    if isinstance(value, timedelta):  # durations (SEMANTICS §0): int ms or timedelta
+        return (value.days * 86_400_000) + (value.seconds * 1000) + (value.microseconds // 1000)
     if isinstance(value, int):
         return value
     if isinstance(value, str):

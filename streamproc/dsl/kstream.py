@@ -216,9 +216,10 @@ class KStream:
         return self.select_key(selector).group_by_key(key_serde, value_serde, name, grouped)
 
     # -- joins ----------------------------------------------------------------------------------
-    def join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any],
+    def join(self, other: KTable | KStream | None = None, joiner: Callable[[Any, Any], Any] | None = None,
              grace: Duration | JoinWindows | None = None, name: str | None = None,
-             joined: Joined | None = None, windows: JoinWindows | None = None) -> KStream:
+             joined: Joined | None = None, windows: JoinWindows | None = None, *,
+             table: KTable | None = None) -> KStream:
         """Inner join with a table or, given :class:`JoinWindows`, with another stream.
 
         - ``other`` a :class:`KTable`: ``joiner(stream_value, table_value)`` for each stream record whose
@@ -229,16 +230,19 @@ class KStream:
           argument or ``windows=``): ``joiner(this_value, other_value)`` for every pair of records with
           the same key within the windows; output timestamp = the later of the two. docs/windows.md.
         """
+        other = _join_partner(other, table, "join")
         if isinstance(other, KStream):
             return self._stream_join(other, joiner, grace, windows, name, joined, "join")
         return self._join(other, joiner, self._table_grace(grace, windows, "join"), name, joined, left=False)
 
-    def left_join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any],
+    def left_join(self, other: KTable | KStream | None = None, joiner: Callable[[Any, Any], Any] | None = None,
                   grace: Duration | JoinWindows | None = None, name: str | None = None,
-                  joined: Joined | None = None, windows: JoinWindows | None = None) -> KStream:
+                  joined: Joined | None = None, windows: JoinWindows | None = None, *,
+                  table: KTable | None = None) -> KStream:
         """Like :meth:`join`, but every record of this stream is emitted: with a table, ``table_value``
         is None when absent; with a stream, a record that joined nothing is emitted as
         ``joiner(this_value, None)`` once its join window has closed."""
+        other = _join_partner(other, table, "left_join")
         if isinstance(other, KStream):
             return self._stream_join(other, joiner, grace, windows, name, joined, "left_join")
         return self._join(other, joiner, self._table_grace(grace, windows, "left_join"), name, joined, left=True)
@@ -384,3 +388,14 @@ class BranchedKStream:
             child = b._add_node(bname, "processor", "branch", _pass_through(bname), parents=[node])
             out[bname] = KStream(b, child, s.key_serde, s.value_serde, s._key_changed)
         return out
+
+
+def _join_partner(other: Any, table: Any, op: str) -> Any:
+    """``join(rates, ...)``, ``join(other=rates, ...)`` or ``join(table=rates, ...)`` (SEMANTICS §4's name)."""
+    if table is not None:
+        if other is not None:
+            raise ValueError(f"{op}() got both other={other!r} and table={table!r}; pass one")
+        return table
+    if other is None:
+        raise ValueError(f"{op}() needs the table or stream to join with")
+    return other

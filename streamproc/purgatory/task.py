@@ -19,13 +19,19 @@ __all__ = ["TimerTask", "TimerTaskList"]
 
 
 def _delay_ms(value: int | timedelta, owner: str) -> int:
-    """Normalise a task delay: int ms (zero or negative allowed: due at once) or timedelta."""
+    """Normalise a task delay: int ms or timedelta, >= 0 (SEMANTICS §0; zero: due at once)."""
     if isinstance(value, bool):
         raise TypeError(f"delay_ms of {owner} must be int milliseconds or timedelta, got bool {value!r}")
     if isinstance(value, timedelta):
-        return (value.days * 86_400_000) + (value.seconds * 1000) + (value.microseconds // 1000)
-    if isinstance(value, int):
-        return value
+        ms = (value.days * 86_400_000) + (value.seconds * 1000) + (value.microseconds // 1000)
+    elif isinstance(value, int):
+        ms = value
+    else:
+        ms = None
+    if ms is not None:
+        if ms < 0:
+            raise ValueError(f"delay_ms of {owner} must not be negative, got {value!r}")
+        return ms
     raise TypeError(
         f"delay_ms of {owner} must be int milliseconds or timedelta, got {type(value).__name__} {value!r}"
     )
@@ -60,7 +66,8 @@ class TimerTask(_Link):
 
     def __init__(self, delay_ms: int | timedelta, action: Callable[[], object] | None = None) -> None:
         # hot path: plain int delays skip the validation helper; links stay unset until Timer.add
-        self.delay_ms: int = delay_ms if delay_ms.__class__ is int else _delay_ms(delay_ms, type(self).__name__)
+        self.delay_ms: int = (delay_ms if delay_ms.__class__ is int and delay_ms >= 0  # type: ignore[operator]
+                              else _delay_ms(delay_ms, type(self).__name__))
         if action is not None and not callable(action):
             raise TypeError(f"action of {type(self).__name__} must be callable, got {action!r}")
         self.action = action

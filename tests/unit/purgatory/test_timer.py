@@ -153,13 +153,16 @@ def test_readding_a_pending_task_moves_it() -> None:
     assert len(timer) == 0
 
 
-def test_delay_zero_or_negative_runs_inside_add() -> None:
+def test_delay_zero_runs_inside_add_and_negative_is_rejected() -> None:
     timer = Timer(start_ms=50)
     fired: list = []
     make(timer, fired, "zero", 0)
-    make(timer, fired, "neg", -10)
-    assert fired == [("zero", 50), ("neg", 50)]
-    assert len(timer) == 0 and timer.expired_count == 2
+    assert fired == [("zero", 50)]
+    assert len(timer) == 0 and timer.expired_count == 1
+    for bad in (-10, timedelta(milliseconds=-1)):
+        with pytest.raises(ValueError, match="negative"):
+            TimerTask(bad)
+    assert len(timer) == 0
 
 
 def test_tick_larger_than_one_never_runs_early() -> None:
