@@ -170,7 +170,9 @@ async def run_demo(bootstrap: str, prefix: str, users: int, seed: int, produce_o
     await create_topics(bootstrap, {clicks: CLICKS_PARTITIONS, stats: CLICKS_PARTITIONS})
 
     print("\n[3] produce sample clicks")
-    events = sample_clicks(users, seed, start_ms=1_735_689_600_000)  # 2025-01-01T00:00:00Z
+    # Recent event times: the broker applies its retention (7 days) to record timestamps.
+    start_ms = (int(time.time() * 1000) - 6 * 3_600_000) // 3_600_000 * 3_600_000
+    events = sample_clicks(users, seed, start_ms=start_ms)
     last = max(e[2] for e in events)
     events += closers(CLICKS_PARTITIONS, last + sessions.GAP_MS + sessions.GRACE_MS + 1)
     t0 = time.monotonic()

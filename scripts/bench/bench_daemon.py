@@ -118,7 +118,7 @@ async def _produce_input(bootstrap: str, topic: str, n: int) -> dict[int, int]:
 
 
 async def _passthrough(bootstrap: str, source: str, ends: dict[int, int]) -> float:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     sink = f"bench-pass-{uuid.uuid4().hex[:8]}"
     await _create_topic(bootstrap, sink, PARTITIONS)

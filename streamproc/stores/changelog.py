@@ -300,6 +300,9 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         self.fetch = inner.fetch
         self.fetch_keys = inner.fetch_keys
         self.all = inner.all
+        # reads of the processor fast path, bound straight to the store (see SessionStore)
+        self._find = inner._find  # type: ignore[method-assign]
+        self._entries = inner._entries  # type: ignore[method-assign]
 
     @property
     def retention(self) -> int:

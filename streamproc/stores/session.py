@@ -165,7 +165,10 @@ class SessionStore(StoreBase):
         if end < new_obs - self.retention:
             self._dropped += 1
             return None
-        lst = self._sessions_of(key)
+        try:
+            lst = self._by_key.get(key)
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
         if lst is None:
             self._check_new_key(key)
             entry = self._new_entry(key, start, end, agg)
@@ -179,7 +182,10 @@ class SessionStore(StoreBase):
                 entry = self._new_entry(key, start, end, agg)
                 _insert(lst, entry)
         if new_obs != obs:
-            self._advance(new_obs)
+            self._observed = new_obs
+            heap = self._expiry
+            if heap and heap[0][0] < new_obs - self.retention:
+                self._expire(new_obs - self.retention)
         return entry
 
     def _advance(self, new_observed: int) -> None:
@@ -291,7 +297,10 @@ class SessionStore(StoreBase):
                     if end - start > self._max_length:
                         self._max_length = end - start
                     if new_obs != obs:
-                        self._advance(new_obs)
+                        self._observed = new_obs
+                        heap = self._expiry
+                        if heap and heap[0][0] < new_obs - retention:
+                            self._expire(new_obs - retention)
                     return old
         if removed:
             lst = self._by_key[key]
