@@ -121,6 +121,7 @@ async def _run_and_watch(run: procs.PeerRun, ends: dict[int, int], min_outputs: 
     assert progress.ready_at is not None and progress.done_at is not None
     ru = proc.rusage
     return {"seconds": progress.done_at - progress.ready_at, "cpu_s": cpu1 - marks["cpu0"],
+            "second_half_records_per_s": progress.second_half_rate(),
             "cpu_total_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
             "exit_code": proc.returncode, "folded": folded}
 
@@ -134,7 +135,7 @@ async def throughput(peer: str, bootstrap: str, source: str, ends: dict[int, int
     run = procs.PeerRun(peer, bootstrap, f"peers-{peer}-{tag}", source, sink, args.gap_ms, args.grace_ms,
                         args.partitions, workdir)
     n = sum(ends.values())
-    timeout = 120 + n / 150  # generous: a peer at 150 records/s still finishes
+    timeout = 120 + n / 100  # generous: a peer at 100 records/s still finishes
     r = await _run_and_watch(run, ends, len(expected), workdir / f"{peer}-{tag}{'-profile' if profile else ''}.log",
                              timeout, workdir / f"{peer}-{tag}.folded" if profile else None)
     got = [common.parse_output(peer, k, v, ts) for k, v, ts in await kafka_io.read_topic(bootstrap, sink,
@@ -148,7 +149,7 @@ async def throughput(peer: str, bootstrap: str, source: str, ends: dict[int, int
 # ---- one latency run ---------------------------------------------------------------------------
 
 
-async def latency(peer: str, bootstrap: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+async def latency(peer: str, bootstrap: str, rate: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     source, sink = f"peers-lat-{peer}-in-{tag}", f"peers-lat-{peer}-out-{tag}"
     for t in (source, sink):
@@ -165,7 +166,7 @@ async def latency(peer: str, bootstrap: str, args: argparse.Namespace, workdir: 
                                    alive=proc.alive, timeout=120)
         await asyncio.sleep(2.0)
         await tail.start()
-        clicks = await kafka_io.produce_at_rate(bootstrap, source, args.latency_rate, args.latency_seconds,
+        clicks = await kafka_io.produce_at_rate(bootstrap, source, rate, args.latency_seconds,
                                                 args.users, args.partitions, _partitioner())
         flush = common.flush_clicks(args.partitions, clicks[-1].ts + 10 * gap + grace + 10)
         await kafka_io.produce_flush(bootstrap, source, flush)
@@ -242,8 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grace-ms", type=int, default=5 * 60_000)
     ap.add_argument("--peers", default=",".join(common.PEERS), help=f"comma list of {','.join(common.PEERS)}")
     ap.add_argument("--limit", action="append", default=[], metavar="PEER=N",
-                    help="throughput of PEER over the first N clicks only (default quix=20000, quick quix=5000)")
-    ap.add_argument("--rate", dest="latency_rate", type=int, help="latency input records/s (full 1000, quick 500)")
+                    help="throughput of PEER over the first N clicks only (default quix=60000, quick quix=5000)")
+    ap.add_argument("--rate", dest="latency_rates", metavar="R[,R...]",
+                    help="latency input records/s; the first is the table's (below every peer's saturation), "
+                         "others are reported next to it (full 200,1000; quick 200)")
     ap.add_argument("--latency-seconds", type=int, help="latency run length (full 30, quick 6)")
     ap.add_argument("--latency-gap-ms", type=int, default=1000)
     ap.add_argument("--latency-grace-ms", type=int, default=0)
@@ -262,15 +265,22 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     q = args.quick
     args.records = args.records or (20_000 if q else 1_000_000)
-    args.latency_rate = args.latency_rate or (500 if q else 1000)
+    try:
+        rates = [int(r) for r in (args.latency_rates or ("200" if q else "200,1000")).split(",")]
+    except ValueError:
+        ap.error(f"--rate: expected records/s like 200 or 200,1000, got {args.latency_rates!r}")
+    if any(r <= 0 for r in rates):
+        ap.error(f"--rate: rates must be > 0, got {rates}")
+    args.latency_rate, args.latency_rates = rates[0], rates
     args.latency_seconds = args.latency_seconds or (6 if q else 30)
     args.inproc_records = args.inproc_records or (100_000 if q else 1_000_000)
     args.inproc_repeat = args.inproc_repeat or (1 if q else 3)
     args.profile_records = min(args.records, args.profile_records or (20_000 if q else 300_000))
     peers = [p.strip() for p in args.peers.split(",") if p.strip()]
     # Quix with closing=partition sweeps every key of the partition whenever a session may close
-    # (O(open sessions) per record, ~1-2 ms here): it gets the first N clicks of the same input
-    limits: dict[str, int] = {"quix": 5_000 if q else 20_000}
+    # (O(keys) per record, several ms here): it gets the first N clicks of the same input. Sessions
+    # start closing after ~20k clicks (2*gap + grace of event time), so N must be well past that.
+    limits: dict[str, int] = {"quix": 5_000 if q else 60_000}
     for item in args.limit:
         name, _, n = item.partition("=")
         if name not in common.PEERS or not n.isdigit():
@@ -289,7 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "quick": q,
            "machine": f"{os.cpu_count()} cores, {platform.machine()}", "load_before": _load(),
            "records": args.records, "users": args.users, "partitions": args.partitions, "gap_ms": args.gap_ms,
-           "grace_ms": args.grace_ms, "latency_rate": args.latency_rate, "latency_seconds": args.latency_seconds,
+           "grace_ms": args.grace_ms, "latency_rate": args.latency_rate, "latency_rates": args.latency_rates,
+           "latency_seconds": args.latency_seconds,
            "latency_gap_ms": args.latency_gap_ms, "latency_grace_ms": args.latency_grace_ms,
            "versions": _versions()}
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
@@ -330,8 +341,9 @@ def main(argv: list[str] | None = None) -> int:
                 r.pop("folded", None)
                 rows[peer].update(r, load=_load())
                 fig = f"{r['records_per_s']:,.0f} records/s" if r["records_per_s"] else "NO FIGURE"
-                _log(f"  {peer}: {fig}, {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, RSS {r['rss_mb']:.0f} MB; "
-                     f"check {r['check']}")
+                half = r["second_half_records_per_s"]
+                _log(f"  {peer}: {fig}, {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, RSS {r['rss_mb']:.0f} MB, "
+                     f"second half {half or 0:,.0f} records/s; check {r['check']}")
             except Exception as exc:  # noqa: BLE001 - report and go on with the other peers
                 rows[peer].update(check=f"run failed: {str(exc).splitlines()[0][:160]}", error=str(exc))
                 _log(f"  {peer} FAILED: {exc}")
@@ -361,19 +373,20 @@ def main(argv: list[str] | None = None) -> int:
                 _log(f"  profile FAILED: {exc}")
 
         # 3. latency
-        if not args.no_latency:
+        for rate in [] if args.no_latency else args.latency_rates:
             for peer in peers:
-                _log(f"latency: {peer} at {args.latency_rate}/s for {args.latency_seconds} s (load {_load()})")
+                _log(f"latency: {peer} at {rate}/s for {args.latency_seconds} s (load {_load()})")
                 try:
-                    r = asyncio.run(latency(peer, bootstrap, args, workdir))
-                    lat = r.pop("latency")
-                    rows[peer].update(r)
-                    if lat:
+                    r = asyncio.run(latency(peer, bootstrap, rate, args, workdir))
+                    r["load"] = _load()
+                    rows[peer].setdefault("latency_by_rate", {})[rate] = r
+                    lat = r["latency"]
+                    if lat and rate == args.latency_rate:
                         rows[peer].update(latency_p50_ms=lat["p50"], latency_p99_ms=lat["p99"])
                     _log(f"  {peer}: {r['latency_unchecked']} check {r['latency_check']}"
                          f"{'' if r['latency_ok'] else ' -> NO FIGURE'}")
                 except Exception as exc:  # noqa: BLE001
-                    rows[peer].update(latency_error=str(exc))
+                    rows[peer].setdefault("latency_by_rate", {})[rate] = {"error": str(exc)}
                     _log(f"  {peer} latency FAILED: {exc}")
 
         # 4. in-process

@@ -86,15 +86,20 @@ async def produce_records(bootstrap: str, topic: str, records: list[Any]) -> flo
     return time.perf_counter() - t0
 
 
-def session_records(n: int, store: Any) -> list[Any]:
+def session_records(n: int, store: Any, updates: int = 1) -> list[Any]:
+    """``n`` sessions, each written ``updates`` times (drained between rounds, so every update is a
+    changelog record, as with commits in between)."""
     from streamproc.records import Windowed
 
     base = int(time.time() * 1000) - 20 * 60_000  # recent: the changelog's retention.ms is on record time
-    for i in range(n):
-        start = base + (i % 600_000)
-        store.set_record_timestamp(start)
-        store.put(Windowed(f"user-{i:07d}", start, start + 1_000), 1 + i % 5)
-    return store.drain()
+    out: list[Any] = []
+    for u in range(updates):
+        for i in range(n):
+            start = base + (i % 600_000)
+            store.set_record_timestamp(start)
+            store.put(Windowed(f"user-{i:07d}", start, start + 1_000), 1 + u)
+        out += store.drain()
+    return out
 
 
 def versioned_records(n: int, store: Any) -> list[Any]:
@@ -153,9 +158,7 @@ async def time_to_running(bootstrap: str, app_id: str, clicks: str, state_dir: s
 
 async def main_async(bootstrap: str, entries: int) -> None:
     from streamproc import serde
-    from streamproc.runtime.task import Task
     from streamproc.stores import Stores, change_logged, changelog_topic_config
-    from topologies import sessions
 
     run = uuid.uuid4().hex[:6]
     print(f"entries {entries:,}; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}", flush=True)
@@ -184,31 +187,40 @@ async def main_async(bootstrap: str, entries: int) -> None:
         del records
 
     # 2. time from start to processing, without and with a snapshot
-    app_id = f"bench-{run}-app"
-    clicks = f"bench-{run}-clicks"
+    await restart_times(bootstrap, f"bench-{run}-a", entries, 1)
+    await restart_times(bootstrap, f"bench-{run}-b", entries // 4, 4)
+
+
+async def restart_times(bootstrap: str, app_id: str, entries: int, updates: int) -> None:
+    """A sessions app whose changelog holds ``entries`` sessions written ``updates`` times each."""
+    from streamproc.runtime.task import Task
+    from streamproc.stores import changelog_topic_config
+    from topologies import sessions
+
+    clicks = f"{app_id}-clicks"
     await create_topic(bootstrap, clicks)
     probe = Task(sessions.build(input=clicks, output="x"), 0, 0, app_id)
     store = probe.stores[sessions.STORE]
-    records = session_records(entries, store)
+    records = session_records(entries, store, updates)
     topic = probe.changelog_topics[sessions.STORE]
     await create_topic(bootstrap, topic, changelog_topic_config(store))
     probe.close()
     await produce_records(bootstrap, topic, records)
+    print(f"restart of a sessions app: {entries:,} live sessions, {len(records):,} changelog records", flush=True)
     state_dir = tempfile.mkdtemp(prefix="bench-restore-state-")
     try:
         without, (_, app0) = await time_to_running(bootstrap, app_id, clicks, None)
-        print(f"start -> processing, no snapshot (full replay of {len(records):,} records): {without:.2f} s "
+        print(f"  start -> processing, no snapshot (full replay): {without:.2f} s "
               f"(assignment -> running {app0.bench_restore_s:.2f} s)", flush=True)
         first, (stop_s, app) = await time_to_running(bootstrap, app_id, clicks, state_dir)
         snap = Path(state_dir) / app_id / "snapshots"
         size = sum(p.stat().st_size for p in snap.glob("*.snapshot"))
-        print(f"  (same, with an empty state_dir: {first:.2f} s; the clean stop wrote {len(app.snapshots.saved)} "
+        print(f"  (with an empty state_dir: {first:.2f} s; the clean stop wrote {len(app.snapshots.saved)} "
               f"snapshot(s), {size / 1e6:.1f} MB, stop took {stop_s:.2f} s)", flush=True)
         with_snap, (_, app2) = await time_to_running(bootstrap, app_id, clicks, state_dir)
-        loaded = app2.snapshots.loaded
-        print(f"start -> processing, with the snapshot ({len(loaded)} loaded, rejected {len(app2.snapshots.rejected)}): "
-              f"{with_snap:.2f} s (assignment -> running {app2.bench_restore_s:.2f} s, "
-              f"x{app0.bench_restore_s / app2.bench_restore_s:.1f} faster)", flush=True)
+        print(f"  start -> processing, with the snapshot ({len(app2.snapshots.loaded)} loaded, "
+              f"{len(app2.snapshots.rejected)} rejected): {with_snap:.2f} s (assignment -> running "
+              f"{app2.bench_restore_s:.2f} s, x{app0.bench_restore_s / app2.bench_restore_s:.1f} faster)", flush=True)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
 

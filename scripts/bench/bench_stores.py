@@ -483,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, help="timed ops per measurement (default 100000; quick 20000)")
     parser.add_argument("--repeat", type=int, help="runs per measurement, the fastest counts (default 5; quick 3)")
     parser.add_argument("--patterns", default="uniform,hot", help="uniform, hot or both (default)")
+    parser.add_argument("--stores", default="key_value,window,session,versioned",
+                        help="which stores to measure (default all four)")
     parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
@@ -502,7 +504,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{'ours/dict':>8}")
     res = Results(repeat)
     wall = time.perf_counter()
-    benches = (bench_key_value, bench_window, bench_session, bench_versioned)
+    all_benches = {"key_value": bench_key_value, "window": bench_window, "session": bench_session,
+                   "versioned": bench_versioned}
+    try:
+        benches = [all_benches[name] for name in args.stores.split(",") if name]
+    except KeyError as exc:
+        parser.error(f"unknown store {exc}; use {', '.join(all_benches)}")
     for bench in benches:  # warm-up, not shown
         bench(1_000, 200, Results(1, quiet=True), random.Random(0), patterns)
     for n in sizes:
@@ -518,8 +525,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_memory:
         print(f"\nPeak memory while building {large:,} entries (tracemalloc; keys/values pre-allocated)")
         print(f"{'store':22} {'entries':>9} {'peak MB':>9} {'bytes/entry':>12}")
-        for label, fill in (("key_value", fill_key_value), ("window", fill_window), ("session", fill_session),
-                            ("versioned", fill_versioned), ("plain dict (baseline)", fill_naive_dict)):
+        fills = {"key_value": fill_key_value, "window": fill_window, "session": fill_session,
+                 "versioned": fill_versioned}
+        for label, fill in [(n, f) for n, f in fills.items() if all_benches[n] in benches] + [
+                ("plain dict (baseline)", fill_naive_dict)]:
             peak, entries = peak_memory(fill, large)
             print(f"{label:22} {entries:>9,} {peak / 1e6:9.1f} {peak / entries:12.0f}", flush=True)
     print(f"\ntotal wall time {time.perf_counter() - wall:.0f} s; load average {os.getloadavg()[0]:.2f}")

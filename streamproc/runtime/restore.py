@@ -78,6 +78,8 @@ class Restorer(Service):
         self._wakeup = asyncio.Event()
         self._consumer: AIOKafkaConsumer | None = None
         self._assigned: frozenset[TopicPartition] = frozenset()
+        #: the partition (job) the consumer's position of each assigned changelog partition belongs to
+        self._positioned: dict[TopicPartition, _Partition] = {}
         self._last_log = 0.0
 
     # ---- API ---------------------------------------------------------------------------------
@@ -134,6 +136,7 @@ class Restorer(Service):
                 if self._assigned:
                     consumer.assign([])
                     self._assigned = frozenset()
+                    self._positioned = {}
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
@@ -144,9 +147,14 @@ class Restorer(Service):
                 continue
             if frozenset(active) != self._assigned:
                 consumer.assign(list(active))
-                for tp, p in active.items():
-                    consumer.seek(tp, p.position)
                 self._assigned = frozenset(active)
+                self._positioned = {}
+            for tp, p in active.items():
+                # a new job for a partition already assigned (its task was restarted, or revoked and
+                # assigned again) starts at its own position, not where the previous job stopped
+                if self._positioned.get(tp) is not p:
+                    consumer.seek(tp, p.position)
+                    self._positioned[tp] = p
             batch = await consumer.getmany(timeout_ms=200, max_records=self._max_records)
             for tp, records in batch.items():
                 part = active.get(tp)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import gc
 import json
 import logging
 import marshal
@@ -50,7 +51,7 @@ import os
 import time
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,7 +137,7 @@ class SnapshotHeader:
 # Store contents <-> changelog records
 
 
-def export_records(store: Any) -> tuple[list[tuple[bytes, bytes | None, int]], int]:
+def export_records(store: Any, deadline: float | None = None) -> tuple[list[tuple[bytes, bytes | None, int]], int]:
     """The contents of the change-logging ``store`` as changelog records ``(key, value, timestamp)``
     in an order that rebuilds them through the put rules, and the stream time that replaying them
     gives (to compare with the store's own).
@@ -145,8 +146,17 @@ def export_records(store: Any) -> tuple[list[tuple[bytes, bytes | None, int]], i
     they are returned). Session: by end, then key, then start. Versioned: every stored version,
     tombstones included, by version timestamp (so no version is older than history retention when
     it is replayed).
+
+    ``deadline`` (``time.monotonic()`` value): past it, :class:`SnapshotError` is raised (checked
+    every 65536 entries).
     """
     inner = store.inner
+    limit = float("inf") if deadline is None else deadline
+
+    def check(n: int) -> None:
+        if not n & 0xFFFF and time.monotonic() > limit:
+            raise SnapshotError(f"out of time after {n} entries of store {inner.name!r}")
+
     kind = inner.kind
     key_ser = store.key_serde.serialize
     val_ser = store.value_serde.serialize
@@ -157,11 +167,13 @@ def export_records(store: Any) -> tuple[list[tuple[bytes, bytes | None, int]], i
     observed = inner.observed_stream_time
     if kind == "key_value":
         for kv in inner.all():
+            check(len(out))
             append((key_ser(kv.key, where), val_ser(kv.value, where), observed))
     elif kind == "window":
         dups = inner.retain_duplicates
         seq = 0
         for kv in inner.all():
+            check(len(out))
             w = kv.key
             kb = key_ser(w.key, where)
             if dups:
@@ -173,12 +185,14 @@ def export_records(store: Any) -> tuple[list[tuple[bytes, bytes | None, int]], i
             replay_time = max(replay_time, w.start)
     elif kind == "session":
         for kv in inner.all():
+            check(len(out))
             w = kv.key
             append((session_changelog_key(key_ser(w.key, where), w.end, w.start), val_ser(kv.value, where), observed))
             replay_time = max(replay_time, w.end)
     elif kind == "versioned":
         versions: list[tuple[int, int, bytes, bytes | None]] = []
         for i, key in enumerate(inner.keys()):
+            check(i)
             kb = key_ser(key, where)
             for v in inner.versions(key):
                 versions.append((v.timestamp, i, kb, None if v.value is None else val_ser(v.value, where)))
@@ -205,6 +219,19 @@ def _stream_time_fixup(store: Any, records: list[tuple[bytes, bytes | None, int]
     else:
         key_bytes, _, _ = split_session_changelog_key(kb, where)
         inner.remove(Windowed(store.key_serde.deserialize(key_bytes, where), observed, observed))
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a store is bulk-exported or -loaded (bounded work
+    that allocates only acyclic objects); reference counting still frees everything."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -327,9 +354,12 @@ class Snapshots:
 
     # ---- save ------------------------------------------------------------------------------------
 
-    async def save(self, stores: Mapping[TopicPartition, Any], offsets: Mapping[TopicPartition, int]) -> int:
+    async def save(self, stores: Mapping[TopicPartition, Any], offsets: Mapping[TopicPartition, int],
+                   deadline: float | None = None) -> int:
         """Write a snapshot of each change-logging store in ``stores`` (changelog partition -> store)
-        at ``offsets[tp]``; returns the number of files written. Errors are logged, not raised."""
+        at ``offsets[tp]``; returns the number of files written. Errors are logged, not raised.
+        Past ``deadline`` (``time.monotonic()``) the remaining snapshots are skipped (their old files,
+        if any, stay valid or are rejected at load by their offsets)."""
         written = 0
         for tp, store in stores.items():
             offset = offsets.get(tp)
@@ -337,7 +367,8 @@ class Snapshots:
                 continue
             started = time.perf_counter()
             try:
-                records, replay_time = export_records(store)
+                with _gc_paused():
+                    records, replay_time = export_records(store, deadline)
                 await asyncio.sleep(0)
                 payload = marshal.dumps(records)
                 header = SnapshotHeader(
@@ -383,9 +414,10 @@ class Snapshots:
         started = time.perf_counter()
         make = ChangelogRecord._make
         try:
-            for i in range(0, len(records), _CHUNK):
-                store.restore(map(make, records[i:i + _CHUNK]))
-                await asyncio.sleep(0)
+            with _gc_paused():  # millions of new long-lived objects: collections would rescan them all
+                for i in range(0, len(records), _CHUNK):
+                    store.restore(map(make, records[i:i + _CHUNK]))
+                    await asyncio.sleep(0)
             if fixup:
                 _stream_time_fixup(store, records, header.observed_stream_time)
             if store.inner.observed_stream_time != header.observed_stream_time:
@@ -454,5 +486,7 @@ async def save_on_shutdown(app: StreamApp, snapshots: Snapshots) -> int:
         ends = await consumer.end_offsets(list(stores))
     finally:
         await consumer.stop()
-    return await snapshots.save(stores, ends)
+    # the shutdown deadline also covers closing the clients after this: use at most half of it
+    deadline = time.monotonic() + app.config.shutdown_timeout_ms / 2000
+    return await snapshots.save(stores, ends, deadline)
 

@@ -341,8 +341,8 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         pending = self._pending
         if len(removed) == 1:  # the common merge: one session extended
             before = record_ts if record_ts is not None else inner._observed
-            entry = removed[0]
-            ck = kb + _END_START(entry[0], entry[1])  # type: ignore[operator]
+            old = removed[0]
+            ck = kb + _END_START(old[0], old[1])  # type: ignore[operator]
             entry = inner._replace(key, removed, start, end, agg)
             pending[ck] = _record(ChangelogRecord, (ck, None, before))
         elif removed:

@@ -128,12 +128,14 @@ class SessionStore(StoreBase):
     def put(self, session: Windowed, agg: Any) -> bool:
         """Store ``agg`` for ``session``; ``None`` removes it. False when the session was expired."""
         key, start, end = self._unpack(session)
-        return self._write(key, start, end, agg, True)
+        if agg is None:
+            return self._delete(key, start, end, True)
+        return self._store(key, start, end, agg) is not None
 
     def remove(self, session: Windowed) -> bool:
         """Remove ``session`` (a no-op when absent). False when the session was expired."""
         key, start, end = self._unpack(session)
-        return self._write(key, start, end, None, False)
+        return self._delete(key, start, end, False)
 
     def _write(self, key: Any, start: int, end: int, agg: Any, count_drop: bool) -> bool:
         if agg is None:
@@ -174,13 +176,21 @@ class SessionStore(StoreBase):
             entry = self._new_entry(key, start, end, agg)
             self._by_key[key] = [entry]
         else:
-            i = _index(lst, end, start)
-            if i >= 0:
-                entry = lst[i]
+            entry = lst[-1]
+            last_end = entry[END]
+            if end > last_end or (end == last_end and start > entry[START]):
+                entry = self._new_entry(key, start, end, agg)  # after every session of the key
+                lst.append(entry)
+            elif end == last_end and start == entry[START]:
                 entry[AGG] = agg
             else:
-                entry = self._new_entry(key, start, end, agg)
-                _insert(lst, entry)
+                i = bisect_left(lst, [end, start])
+                entry = lst[i]
+                if entry[END] == end and entry[START] == start:
+                    entry[AGG] = agg
+                else:
+                    entry = self._new_entry(key, start, end, agg)
+                    lst.insert(i, entry)
         if new_obs != obs:
             self._observed = new_obs
             heap = self._expiry
@@ -392,16 +402,11 @@ def _row_order(row: tuple[int, Any, int, Any]) -> tuple[int, Any, int]:
 
 def _index(lst: list[list[Any]], end: int, start: int) -> int:
     """Position of the entry ``(end, start)`` in a key's sorted list, or -1."""
-    n = len(lst)
-    if n <= 4:
-        for i in range(n):
-            e = lst[i]
-            if e[END] == end and e[START] == start:
-                return i
-        return -1
     i = bisect_left(lst, [end, start])
-    if i < n and lst[i][END] == end and lst[i][START] == start:
-        return i
+    if i < len(lst):
+        e = lst[i]
+        if e[END] == end and e[START] == start:
+            return i
     return -1
 
 
@@ -410,12 +415,3 @@ def _identity_index(lst: list[list[Any]], entry: list[Any]) -> int:
         if e is entry:
             return i
     raise ValueError("session entry is not in the store (was the store written to since _find?)")
-
-
-def _insert(lst: list[list[Any]], entry: list[Any]) -> None:
-    """Insert ``entry`` keeping the list sorted by ``(end, start)``."""
-    last = lst[-1]
-    if entry[END] > last[END] or (entry[END] == last[END] and entry[START] > last[START]):
-        lst.append(entry)
-    else:
-        lst.insert(bisect_left(lst, [entry[END], entry[START]]), entry)

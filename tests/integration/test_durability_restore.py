@@ -146,3 +146,49 @@ async def test_rebalance_during_restore(kafka_bootstrap: str, topic_factory: Any
                           text)
     assert progress and all(int(o) + int(r) == int(e) for o, e, r, _ in progress)
     assert any(int(rate) > 0 for *_, rate in progress)
+
+
+async def test_restore_restarted_for_the_same_partitions_starts_from_its_own_offset(
+        kafka_bootstrap: str, topic_factory: Any) -> None:
+    """A task closed mid-restore and opened again at once (a failed task restarted, or the same
+    partitions assigned back by a rebalance) restores its fresh store from the log start, not from
+    where the abandoned restore had got to."""
+    from aiokafka import TopicPartition
+
+    from streamproc import serde
+    from streamproc.runtime.metrics import Metrics
+    from streamproc.stores import Stores, change_logged, changelog_topic_config
+
+    def store() -> Any:
+        return change_logged(Stores.in_memory_key_value_store("kv"), serde.STRING, serde.INT)
+
+    topic = await topic_factory(1, configs=changelog_topic_config(store()))
+    source = store()
+    for i in range(3_000):
+        source.put(f"k{i:05d}", i)
+    await produce(kafka_bootstrap, topic, [Out(r.key, r.value, r.timestamp) for r in source.drain()])
+    tp = TopicPartition(topic, 0)
+    restorer = Restorer(kafka_bootstrap, unique_name("restore"), Metrics(), max_records=200)
+    await restorer.start()
+    consumer = restorer._consumer
+    assert consumer is not None
+    fetch = consumer.getmany
+
+    async def slow_getmany(*args: Any, **kwargs: Any) -> Any:  # 200 records per 50 ms
+        batch = await fetch(*args, **kwargs)
+        await asyncio.sleep(0.05)
+        return batch
+
+    consumer.getmany = slow_getmany  # type: ignore[method-assign]
+    try:
+        first, second = store(), store()
+        restorer.add("0_0", {tp: first}, lambda: None)
+        await wait_until(lambda: len(first) >= 400, 30, "the first restore to be under way")
+        assert restorer.remove("0_0")
+        done = asyncio.Event()
+        restorer.add("0_0", {tp: second}, done.set)
+        await asyncio.wait_for(done.wait(), 30)
+        assert len(second) == 3_000 and second.get("k00000") == 0 and second.get("k02999") == 2_999
+        assert len(first) < 3_000  # the abandoned restore stopped
+    finally:
+        await restorer.stop()

@@ -197,3 +197,12 @@ def test_fold_profile() -> None:
     assert p["self"] == [(0.6, "loads (json/__init__.py:3)"), (0.3, "process (streamproc/runtime/task.py:12)")]
     assert p["inclusive"] == [(0.9, "process (streamproc/runtime/task.py)")]
     assert common.fold_profile("")["samples"] == 0
+
+
+def test_second_half_rate_from_the_commit_trace() -> None:
+    from peers.kafka_io import Progress
+
+    p = Progress(ready_at=0.0, done_at=10.0, trace=[(1.0, 0), (2.0, 300), (4.0, 500), (6.0, 800), (9.0, 1000)])
+    assert p.second_half_rate() == (1000 - 500) / (10.0 - 4.0)
+    assert Progress(ready_at=0.0, done_at=None, trace=[(1.0, 10)]).second_half_rate() is None
+    assert Progress(ready_at=0.0, done_at=1.0).second_half_rate() is None

@@ -75,6 +75,18 @@ class Progress:
     polls: int = 0
     last_committed: dict[int, int] = field(default_factory=dict)
     last_outputs: int = 0
+    trace: list[tuple[float, int]] = field(default_factory=list)  # (perf_counter, committed input records)
+
+    def second_half_rate(self) -> float | None:
+        """Records/s over the second half of the input (from the first poll that saw half of it
+        committed to the end): the steady-state rate, without startup and warm-up."""
+        if not self.trace or self.done_at is None:
+            return None
+        total = self.trace[-1][1]
+        for t, n in self.trace:
+            if n >= total / 2 and self.done_at > t:
+                return (total - n) / (self.done_at - t) if total > n else None
+        return None
 
 
 async def watch_group(bootstrap: str, group: str, source: str, ends: dict[int, int], output: str,
@@ -119,6 +131,7 @@ async def watch_group(bootstrap: str, group: str, source: str, ends: dict[int, i
             if progress.ready_at is not None:
                 progress.last_committed = {tp.partition: om.offset for tp, om in committed.items()
                                            if tp.topic == source}
+                progress.trace.append((time.perf_counter(), sum(max(0, o) for o in progress.last_committed.values())))
                 if all(progress.last_committed.get(p, -1) >= e for p, e in want.items()):
                     outs = await tail.end_offsets(out_tps)
                     progress.last_outputs = sum(outs.values())

@@ -76,9 +76,28 @@ def markdown(results: Mapping[str, Any]) -> str:
            f"load average (1, 5, 15 min) before / after: {env['load_before']} / {env['load_after']}.")
     sizes = (f"Throughput input: {env['records']:,} clicks of {env['users']:,} users on {env['partitions']} "
              f"partitions (+ {env['partitions']} end-of-input markers), gap {env['gap_ms'] // 60000} min, "
-             f"grace {env['grace_ms'] // 60000} min. Latency: {env['latency_rate']:,} records/s for "
+             f"grace {env['grace_ms'] // 60000} min. Latency (table and chart): {env['latency_rate']:,} records/s for "
              f"{env['latency_seconds']} s, gap {env['latency_gap_ms']} ms, grace {env['latency_grace_ms']} ms.")
     lines = [run, sizes, "", render_table(results["rows"]), ""]
+    rates = env.get("latency_rates") or []
+    if len(rates) > 1:
+        intro = ("End-to-end latency p50 / p99 ms at each input rate (a peer that cannot keep up with a rate "
+                 "shows a growing backlog, not a processing delay):")
+        lines += [intro, "",
+                  "| peer | " + " | ".join(f"{r:,}/s" for r in rates) + " |", "|---" * (len(rates) + 1) + "|"]
+        for row in results["rows"]:
+            cells = []
+            for r in rates:
+                lat = (row.get("latency_by_rate") or {}).get(r) or (row.get("latency_by_rate") or {}).get(str(r))
+                summary = (lat or {}).get("latency")
+                cells.append(f"{summary['p50']:,.1f} / {summary['p99']:,.1f}" if summary else "–")
+            lines.append(f"| {row['peer']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    halves = [f"{r['peer']} {r['second_half_records_per_s']:,.0f}" for r in results["rows"]
+              if r.get("check_ok") and r.get("second_half_records_per_s")]
+    if halves:
+        lines += ["Records/s over the second half of each peer's input (steady state, from the committed offsets "
+                  "polled every 50 ms; commits come every second): " + ", ".join(halves) + ".", ""]
     t = results.get("targets") or {}
     if t:
         lines.append("Targets (records/s, same run): " + "; ".join(

@@ -308,3 +308,11 @@ def test_snapshot_that_fails_to_load_is_set_aside(tmp_path: Path) -> None:
     assert not snaps.path_for(TP).exists()
     assert snaps.path_for(TP).with_name(snaps.path_for(TP).name + ".bad").exists()
     assert asyncio.run(snaps.load("0_3", TP, fresh_kv(), 0, 20)) == 0  # no snapshot any more
+
+
+def test_save_past_its_deadline_writes_nothing(tmp_path: Path) -> None:
+    snaps = Snapshots(tmp_path, "app")
+    assert asyncio.run(snaps.save({TP: kv_with(3)}, {TP: 10}, deadline=time.monotonic() - 1)) == 0
+    assert not snaps.path_for(TP).exists()
+    with pytest.raises(SnapshotError, match="out of time"):
+        export_records(kv_with(3), deadline=time.monotonic() - 1)
