@@ -338,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = asyncio.run(throughput(peer, bootstrap, p_source, p_ends, p_clicks, args, workdir))
                 if p_source != source:
                     r["check"] += f" (first {limits[peer]:,} clicks only)"
+                    r["limited_to"] = limits[peer]
                 r.pop("folded", None)
                 rows[peer].update(r, load=_load())
                 fig = f"{r['records_per_s']:,.0f} records/s" if r["records_per_s"] else "NO FIGURE"

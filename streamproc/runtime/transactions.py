@@ -87,6 +87,7 @@ class ExactlyOnce:
         self.committed_transactions = 0
         self.aborted_transactions = 0
         self.producer_restarts = 0
+        self._fresh = False
         self._fences: list[float] = []
 
     @property
@@ -109,6 +110,7 @@ class ExactlyOnce:
                 self.fail(exc)
                 return False
             self.in_transaction = True
+            self._fresh = False
         return True
 
     def track(self, futures: Iterable[asyncio.Future[Any]]) -> None:
@@ -142,8 +144,9 @@ class ExactlyOnce:
         committer = app.committer
         started = time.perf_counter()
         if self.failure is not None or app._failed:
-            await self.recover()
-            return {}
+            if self.failure is not None or self.in_transaction:
+                await self.recover()
+            return {}  # the failed tasks restart first (the app's restart path calls recover())
         tracker = app.acks.tracker
         targets = app.tasks.running()
         timeout = min(app.config.delivery_timeout_ms / 1000, self.op_timeout)
@@ -185,6 +188,7 @@ class ExactlyOnce:
             if not self.in_transaction:
                 await asyncio.wait_for(self.producer.begin_transaction(), self.op_timeout)
                 self.in_transaction = True
+                self._fresh = False
             if offsets:
                 await asyncio.wait_for(self.producer.send_offsets_to_transaction(
                     offsets, app.config.application_id), self.op_timeout)
@@ -209,28 +213,32 @@ class ExactlyOnce:
     # ---- recovery --------------------------------------------------------------------------------
 
     async def recover(self) -> None:
-        """Abort the open transaction and fail every running task, so each restarts from its
-        committed offset with its stores rebuilt from the changelogs. A no-op when no transaction
-        is open and none failed.
+        """Called before failed tasks restart (and when the open transaction failed): abort the open
+        transaction, failing every running task with work in it, and replace the producer, so each
+        task restarts from its committed offset with its stores rebuilt from the changelogs.
 
         The producer is always replaced rather than asked to abort: a new producer's
         ``init_transactions`` with the same transactional id aborts the open transaction on the
-        broker, and it works whatever state the old producer is in (fenced, its sender failed, or a
-        request that never returns)."""
+        broker, whatever state the old producer is in (fenced, its sender failed, a request that
+        never returns), and it returns only once the markers of the previous transaction are
+        written, so the committed offsets and changelog end offsets the restarted tasks read next
+        are final. Skipped when the producer is already fresh (replaced, no transaction since)."""
         failure = self.failure
-        if failure is None and not self.in_transaction:
-            return
-        if failure is None:
+        if failure is None and self.in_transaction:
             failure = TransactionFailed("a task failed while the transaction was open")
+        if failure is not None:
             self.failure = failure
-        self._fail_tasks(failure)
+            self._fail_tasks(failure)
+        elif self._fresh:
+            return
         await self._replace_producer(isinstance(failure, ProducerFenced))
         self.in_transaction = False
         self.futures = []
         self.failure = None
-        self.aborted_transactions += 1
-        log.info("transaction of %s aborted (%s: %s); tasks restart from their committed offsets",
-                 self.transactional_id, type(failure).__name__, failure)
+        if failure is not None:
+            self.aborted_transactions += 1
+            log.info("transaction of %s aborted (%s: %s); tasks restart from their committed offsets",
+                     self.transactional_id, type(failure).__name__, failure)
 
     async def _replace_producer(self, fenced: bool) -> None:
         now = time.monotonic()
@@ -250,6 +258,11 @@ class ExactlyOnce:
             except Exception as exc:  # noqa: BLE001 - a fenced producer may fail to stop cleanly
                 log.debug("stopping the old producer: %r", exc)
         await out.on_start()  # a new producer: init_transactions fences the old epoch, aborts its transaction
+        new = out.producer
+        assert new is not None
+        await asyncio.wait_for(new.begin_transaction(), self.op_timeout)  # returns once it has its epoch
+        await asyncio.wait_for(new.abort_transaction(), self.op_timeout)  # (an empty transaction)
+        self._fresh = True
         self.producer_restarts += 1
         log.info("transactional producer %s replaced%s", self.transactional_id, " (fenced)" if fenced else "")
 

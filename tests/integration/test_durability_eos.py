@@ -106,6 +106,8 @@ async def test_fenced_producer_rebuilds_tasks_and_output_stays_exact(kafka_boots
         await wait_until(lambda: app.eos is not None and app.eos.committed_transactions >= 1, 60, "a transaction")
         intruder = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, transactional_id=app.eos.transactional_id)
         await intruder.start()  # init_transactions: bumps the epoch, the app's producer is fenced
+        await intruder.begin_transaction()  # returns once the intruder has its producer id and epoch
+        await intruder.abort_transaction()
         await intruder.stop()
         await send_rest()  # the app notices the fence at its next transactional request
         await wait_until(lambda: app.eos is not None and app.eos.producer_restarts >= 1, 60, "the producer replaced")

@@ -4,7 +4,7 @@ Runs in its own venv (``requirements-faust.txt``: faust-streaming with uvloop an
 standard library + faust only.
 
     python faust_app.py --bootstrap B --app-id G --input clicks --output out --gap-ms 1800000 \
-        --partitions 8
+        --partitions 8 --datadir DIR
 
 faust has no session windows (only tumbling/hopping windowed tables), so the nearest it offers is a
 ``Table`` (``memory://`` store, change-logged to ``<app-id>-session-clicks-changelog``) holding each
@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--gap-ms", type=int, required=True)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--loop", default="uvloop", choices=("uvloop", "aio"))
+    ap.add_argument("--datadir", default=None, help="faust's data directory (default: <app-id>-data here)")
     args = ap.parse_args()
     mode.loop.use(args.loop)
 
@@ -56,6 +57,7 @@ def main() -> None:
         consumer_auto_offset_reset="earliest",
         table_standby_replicas=0,
         web_enabled=False,
+        **({"datadir": args.datadir} if args.datadir else {}),
         key_serializer="raw",
         value_serializer="json",
     )

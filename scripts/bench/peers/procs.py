@@ -69,7 +69,7 @@ def command(run: PeerRun) -> tuple[list[str], dict[str, str]]:
     if run.peer == "faust":
         return [str(venvs.python("faust")), str(HERE / "faust_app.py"), "--bootstrap", run.bootstrap,
                 "--app-id", run.group, "--input", run.source, "--output", run.sink, "--gap-ms", str(run.gap_ms),
-                "--partitions", str(run.partitions)], env
+                "--partitions", str(run.partitions), "--datadir", str(run.workdir / f"faust-data-{run.group}")], env
     raise ValueError(f"unknown peer {run.peer!r}")
 
 

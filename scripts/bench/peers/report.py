@@ -19,14 +19,16 @@ LABELS = {"passthrough": "aiokafka passthrough\n(ceiling)", "streamproc": "strea
           "quix-key": "Quix Streams\n(closing=key)", "faust": "faust-streaming"}
 
 
-def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
+def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str, rate: int = 0) -> None:
     """Four panels: records/s, CPU µs per record, peak RSS, latency p50/p99 (log scale)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
-    names = [LABELS.get(r["peer"], r["peer"]) for r in rows]
+    names = [LABELS.get(r["peer"], r["peer"]) + (f"\n(first {r['limited_to']:,} clicks)" if r.get("limited_to")
+                                                 else "") for r in rows]
     colors = ["#9e9e9e" if r["peer"] == "passthrough" else "#1f77b4" if r["peer"] == "streamproc" else "#ff7f0e"
               if r["peer"].startswith("quix") else "#2ca02c" for r in rows]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
@@ -41,7 +43,9 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
         ax.set_title(label)
         ax.tick_params(axis="x", labelsize=8)
 
+    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
     bars(axes[0][0], "records_per_s", "throughput, records/s (higher is better)", ",.0f")
+    axes[0][0].yaxis.set_major_formatter(thousands)
     bars(axes[0][1], "cpu_us_per_record", "CPU µs per record (lower is better)", ".1f")
     bars(axes[1][0], "rss_mb", "peak RSS, MB", ",.0f")
     ax = axes[1][1]
@@ -60,9 +64,13 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
                         fontsize=8)
     ax.set_xticks(list(xs), names)
     ax.tick_params(axis="x", labelsize=8)
-    if any(p99):
+    values = [v for v in p50 + p99 if v]
+    log = bool(values) and max(values) / min(values) > 30
+    if log:
         ax.set_yscale("log")
-    ax.set_title("end-to-end latency ms at a fixed rate (p50 light, p99 dark; log)")
+        ax.yaxis.set_major_formatter(thousands)
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_title(f"end-to-end latency ms at {rate:,} records/s (p50 light, p99 dark{'; log' if log else ''})")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -139,8 +147,9 @@ def write(results: Mapping[str, Any], out: Path) -> tuple[Path, Path, Path]:
     md.write_text(markdown(results) + "\n")
     png = out / CHART_NAME
     env = results["env"]
-    chart(results["rows"], png, f"streamproc vs peers, {env['records']:,} records, same broker, "
-                                f"{env['machine']}, load {env['load_before']}")
+    chart(results["rows"], png, f"streamproc vs peers ({'quick' if env['quick'] else 'full'} run "
+                                f"{env['started']}), {env['records']:,} clicks, one broker, {env['machine']}, "
+                                f"load before {env['load_before']}", rate=env.get("latency_rate", 0))
     return j, md, png
 
 
