@@ -536,10 +536,19 @@ async def run_fault_test(bootstrap: str, cfg: FaultConfig, cluster: Any = None) 
                 before = await committed_inputs(bootstrap, app_id, topics, cfg.partitions)
                 cluster.kill(index)
                 at = time.monotonic() - started
-                await asyncio.sleep(cfg.broker_down_s)
+                # Sample the group's committed offsets while the broker is down: a single query can
+                # land in the group coordinator's fail-over (no offsets yet: reads as 0).
+                during = before
+                down_until = time.monotonic() + cfg.broker_down_s
+                while time.monotonic() < down_until:
+                    await asyncio.sleep(min(0.5, max(0.0, down_until - time.monotonic())))
+                    try:
+                        during = max(during, await asyncio.wait_for(
+                            committed_inputs(bootstrap, app_id, topics, cfg.partitions), 5.0))
+                    except Exception:  # noqa: BLE001 - the coordinator may be moving; sample again
+                        pass
                 if not daemon.alive():
                     raise RuntimeError(f"the daemon exited while a broker was down:\n{daemon.log_tail()}")
-                during = await committed_inputs(bootstrap, app_id, topics, cfg.partitions)
                 await asyncio.to_thread(cluster.restart, index)
                 report.kills.append({"at_s": at, "committed": before, "broker": index,
                                      "committed_while_down": during - before})
