@@ -7,7 +7,8 @@ their own venvs with pinned versions, built on first use under ``~/.cache/stream
 * **passthrough** (the ceiling): aiokafka consume -> produce, no deserialisation, no state;
 * **streamproc**: ``streamproc run`` of ``topologies.sessions`` (session-window count, gap 30 min,
   grace 5 min, change-logged in-memory store, emit on window close);
-* **quix**: ``session_window(gap, grace).count().final(closing_strategy="partition")``;
+* **quix**: ``session_window(gap, grace).count().final(closing_strategy="partition")`` (the same
+  semantics as streamproc); **quix-key**: the same with Quix's default ``closing_strategy="key"``;
 * **faust**: faust has no session windows; a change-logged ``Table`` holds each user's open session,
   closed by the user's next click after the gap (no out-of-order merging).
 
@@ -19,21 +20,22 @@ Phases:
    and the output holds all the expected records" (polled every 50 ms). CPU seconds are the peer
    process's over that window (``/proc``); peak RSS is its lifetime maximum. The output is then read
    back and compared, session by session, with what that peer's own rules must produce from the
-   input; a peer whose output is wrong gets no figure.
+   input; a peer whose output is wrong gets no figure. ``--limit PEER=N`` gives a peer too slow for
+   the whole input (Quix with partition closing: default N = 60,000) the first N clicks instead.
 2. **profile** (``--profile PEERS``, default streamproc; ``--no-profile``): the peer again over the
    first ``--profile-records`` clicks under ``py-spy record`` attached to it (top frames by self
    samples, top functions of the peer's own package by inclusive samples).
-3. **latency**: each peer on a fresh topic fed at ``--rate`` records/s for ``--latency-seconds``
-   (below every peer's saturation), event time = produce time, gap ``--latency-gap-ms``. A session's
-   latency is the time from producing the input click that made it due under that peer's close rule
-   (``peers/common.py``: ``TriggerIndex``) to reading its output record; p50/p99 over all sessions
-   that a real click closed.
+3. **latency**: each peer on a fresh topic fed at each of ``--rate`` records/s (the first one below
+   every peer's saturation) for ``--latency-seconds``, event time = produce time, gap
+   ``--latency-gap-ms``. A session's latency is the time from producing the input click that made it
+   due under that peer's close rule (``peers/common.py``: ``TriggerIndex``) to reading its output
+   record; p50/p99 over all sessions that a real click closed.
 4. **in-process**: ``bench_task_path.py``'s sessions ``Task`` path vs a hand-written sessionizer,
    ``--inproc-records`` records, no Kafka.
 
 Writes ``results.json``, ``results.md`` and ``bench-peers.png`` into ``--out`` (default
 ``bench-results/peers``); ``--publish`` also copies the report and chart into ``docs/benchmarks.md``
-and ``docs/img/``. ``--quick`` = small sizes (about 3 minutes). Broker: ``--bootstrap`` or
+and ``docs/img/``. ``--quick`` = small sizes (about 2 minutes). Broker: ``--bootstrap`` or
 ``$KAFKA_BOOTSTRAP_SERVERS``, else a local one (``scripts/kafka/localkafka.py``), stopped at the end.
 """
 
@@ -235,7 +237,7 @@ def _inproc(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes (about 3 minutes)")
+    ap.add_argument("--quick", action="store_true", help="small sizes (about 2 minutes)")
     ap.add_argument("--records", type=int, help="throughput input records (full 1,000,000; quick 20,000)")
     ap.add_argument("--users", type=int, default=10_000)
     ap.add_argument("--partitions", type=int, default=8)
@@ -344,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                 fig = f"{r['records_per_s']:,.0f} records/s" if r["records_per_s"] else "NO FIGURE"
                 half = r["second_half_records_per_s"]
                 _log(f"  {peer}: {fig}, {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, RSS {r['rss_mb']:.0f} MB, "
-                     f"second half {half or 0:,.0f} records/s; check {r['check']}")
+                     f"second half {f'{half:,.0f}' if half else 'n/a'} records/s; check {r['check']}")
             except Exception as exc:  # noqa: BLE001 - report and go on with the other peers
                 rows[peer].update(check=f"run failed: {str(exc).splitlines()[0][:160]}", error=str(exc))
                 _log(f"  {peer} FAILED: {exc}")

@@ -33,9 +33,17 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str, rate: int =
               if r["peer"].startswith("quix") else "#2ca02c" for r in rows]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
 
+    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
+
     def bars(ax: Any, key: str, label: str, fmt: str) -> None:
         vals = [r.get(key) or 0 for r in rows]
         b = ax.bar(names, vals, color=colors)
+        present = [v for v in vals if v]
+        if present and max(present) / min(present) > 30:  # one peer dwarfs the others: log scale
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(thousands)
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            label += ", log scale"
         for rect, v in zip(b, vals):
             ax.annotate(format(v, fmt) if v else "no figure", (rect.get_x() + rect.get_width() / 2,
                                                              rect.get_height()), ha="center", va="bottom",
@@ -43,7 +51,6 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str, rate: int =
         ax.set_title(label)
         ax.tick_params(axis="x", labelsize=8)
 
-    thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
     bars(axes[0][0], "records_per_s", "throughput, records/s (higher is better)", ",.0f")
     axes[0][0].yaxis.set_major_formatter(thousands)
     bars(axes[0][1], "cpu_us_per_record", "CPU µs per record (lower is better)", ".1f")
@@ -88,7 +95,7 @@ def markdown(results: Mapping[str, Any]) -> str:
              f"{env['latency_seconds']} s, gap {env['latency_gap_ms']} ms, grace {env['latency_grace_ms']} ms.")
     lines = [run, sizes, "", render_table(results["rows"]), ""]
     rates = env.get("latency_rates") or []
-    if len(rates) > 1:
+    if len(rates) > 1 and any(row.get("latency_by_rate") for row in results["rows"]):
         intro = ("End-to-end latency p50 / p99 ms at each input rate (a peer that cannot keep up with a rate "
                  "shows a growing backlog, not a processing delay):")
         lines += [intro, "",
