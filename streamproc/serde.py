@@ -15,10 +15,16 @@ store (``where``), and the offending value or bytes (truncated)::
 from __future__ import annotations
 
 import json
+import re
 import struct
 from typing import Any, Callable
 
 from .errors import SerializationError
+
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None  # type: ignore[assignment]
 
 __all__ = ["Serde", "BYTES", "STRING", "INT", "INT32", "FLOAT", "JSON", "by_name", "show_bytes"]
 
@@ -125,24 +131,102 @@ def _float_from(data: bytes) -> float:
 
 
 _json_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# 19+ consecutive digits: an integer orjson would read as a (rounded) float, or a long mantissa
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
 
 
-def _json_to(value: Any) -> bytes:
-    if type(value) is int:  # fast path (counts): the same bytes the encoder writes; bool is not int here
-        return int.__repr__(value).encode()
+def _json_to_stdlib(value: Any) -> bytes:
     return _json_encoder.encode(value).encode("utf-8")
 
 
-def _json_from(data: bytes) -> Any:
+def _json_from_stdlib(data: bytes) -> Any:
     return json.loads(data)
 
 
+if _orjson is not None:
+    _dumps, _loads, _NON_STR_KEYS = _orjson.dumps, _orjson.loads, _orjson.OPT_NON_STR_KEYS
+    _OrjsonDecodeError = _orjson.JSONDecodeError
+
+    def _json_to(value: Any) -> bytes:
+        """Compact UTF-8 JSON (orjson; the standard library for what orjson cannot write).
+
+        orjson writes NaN/Infinity as ``null``: output containing ``null`` is re-checked with the
+        standard encoder, which rejects non-finite floats (``allow_nan=False``)."""
+        if type(value) is int:  # fast path (counts); bool is not int here
+            return int.__repr__(value).encode()
+        try:
+            out: bytes = _dumps(value, option=_NON_STR_KEYS)
+        except TypeError:  # integers beyond 64 bits, types orjson does not know: the stdlib decides
+            return _json_to_stdlib(value)
+        if b"null" in out:
+            _json_encoder.encode(value)  # raises ValueError for NaN/Infinity
+        return out
+
+    def _json_from(data: bytes) -> Any:
+        """orjson; the standard library for what orjson reads differently or rejects (integers of
+        19+ digits, which orjson rounds to floats; ``NaN``/``Infinity``; lone surrogates) - so the
+        values, and the errors, are those of ``json.loads``."""
+        if len(data) >= 19 and _LONG_DIGITS.search(data) is not None:
+            return json.loads(data)
+        try:
+            return _loads(data)
+        except _OrjsonDecodeError:
+            return json.loads(data)
+else:  # pragma: no cover - orjson is a dependency; this keeps the package importable without it
+    _json_to, _json_from = _json_to_stdlib, _json_from_stdlib
+
+
+class _StringSerde(Serde):
+    """UTF-8 strings: ``str``/``bytes`` handled inline (the hot path of string keys); anything else,
+    and every error, through :class:`Serde` (same results, same messages)."""
+
+    __slots__ = ()
+
+    def serialize(self, value: Any, where: str = "") -> bytes | None:
+        if type(value) is str:
+            try:
+                return value.encode()
+            except UnicodeEncodeError:
+                pass
+        return Serde.serialize(self, value, where)
+
+    def deserialize(self, data: bytes | None, where: str = "") -> Any:
+        if type(data) is bytes:
+            try:
+                return data.decode()
+            except UnicodeDecodeError:
+                pass
+        return Serde.deserialize(self, data, where)
+
+
+class _JsonSerde(Serde):
+    """JSON with the checks of :class:`Serde` inlined (one call per value instead of two)."""
+
+    __slots__ = ()
+
+    def serialize(self, value: Any, where: str = "") -> bytes | None:
+        if value is None:
+            return None
+        try:
+            return _json_to(value)
+        except Exception:  # noqa: BLE001 - re-raised with context by the generic path
+            return Serde.serialize(self, value, where)
+
+    def deserialize(self, data: bytes | None, where: str = "") -> Any:
+        if data is None:
+            return None
+        try:
+            return _json_from(data)
+        except Exception:  # noqa: BLE001 - re-raised with context by the generic path
+            return Serde.deserialize(self, data, where)
+
+
 BYTES = Serde("bytes", _bytes_to, bytes)
-STRING = Serde("string", _str_to, lambda b: bytes(b).decode("utf-8"))
+STRING = _StringSerde("string", _str_to, lambda b: bytes(b).decode("utf-8"))
 INT = Serde("int", _int_to, _int_from)
 INT32 = Serde("int32", _int32_to, _int32_from)
 FLOAT = Serde("float", _float_to, _float_from)
-JSON = Serde("json", _json_to, _json_from)
+JSON = _JsonSerde("json", _json_to, _json_from)
 
 _BY_NAME = {s.name: s for s in (BYTES, STRING, INT, INT32, FLOAT, JSON)}
 
@@ -162,7 +246,7 @@ def _tuplify(value: Any) -> Any:
 
 
 def _json_key_from(data: bytes) -> Any:
-    return _tuplify(json.loads(data))
+    return _tuplify(_json_from(data))
 
 
 #: JSON for keys: arrays decode as (nested) tuples, so a tuple key survives a round trip hashable.

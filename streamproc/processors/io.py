@@ -17,6 +17,8 @@ from .base import Processor
 
 __all__ = ["SinkProcessor", "SourceProcessor", "internal_topic_name"]
 
+_output = tuple.__new__  # OutputRecord(...) without the NamedTuple __new__ wrapper (hot path)
+
 
 def internal_topic_name(application_id: str, name: str) -> str:
     """Full name of an internal topic: ``<application_id>-<name>``."""
@@ -117,7 +119,7 @@ class SinkProcessor(Processor):
             key = self._ks(key, self._where)
         if self._vs is not None:
             value = self._vs(value, self._where)
-        self._append(OutputRecord(self._resolved, key, value, timestamp, self.task.current.headers))  # type: ignore[union-attr]
+        self._append(_output(OutputRecord, (self._resolved, key, value, timestamp, self.task.current.headers)))  # type: ignore[union-attr]
 
     def metrics(self) -> dict[str, int]:
         return {"dropped_records_null_key": self.dropped_null_key} if self.drop_null_keys else {}

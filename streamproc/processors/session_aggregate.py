@@ -44,6 +44,8 @@ from typing import Any
 from ..records import Windowed
 from .base import Processor, kv_writer, user_error
 
+_windowed = tuple.__new__  # Windowed(...) without the NamedTuple __new__ wrapper (hot path)
+
 __all__ = ["LAST_EMITTED_CLOSE", "SessionAggregateProcessor", "count_functions", "reduce_functions"]
 
 #: Key of ``last_emitted_close`` in the operator's progress store.
@@ -77,9 +79,22 @@ def _public_replace(store: Any) -> Callable[[Any, Sequence[list[Any]], int, int,
     return replace
 
 
+def _count_init() -> int:
+    return 0
+
+
+def _count_add(key: Any, value: Any, agg: Any) -> Any:
+    return agg + 1
+
+
+def _count_merge(key: Any, a: Any, b: Any) -> Any:
+    return a + b
+
+
 def count_functions() -> tuple[Callable[[], Any], Callable[[Any, Any, Any], Any], Callable[[Any, Any, Any], Any]]:
-    """``count``: initializer 0, aggregator ``agg + 1``, merger ``a + b``."""
-    return (lambda: 0), (lambda key, value, agg: agg + 1), (lambda key, a, b: a + b)
+    """``count``: initializer 0, aggregator ``agg + 1``, merger ``a + b`` (the session aggregate
+    recognises these three and does the arithmetic inline)."""
+    return _count_init, _count_add, _count_merge
 
 
 def reduce_functions(reducer: Callable[[Any, Any], Any]) -> tuple[
@@ -99,6 +114,7 @@ class SessionAggregateProcessor(Processor):
     """The session-window aggregate operator; its session store is named ``store_name``."""
 
     __slots__ = (
+        "_counting",
         "_fast",
         "_find",
         "_heap",
@@ -137,6 +153,7 @@ class SessionAggregateProcessor(Processor):
         self.initializer = initializer
         self.aggregator = aggregator
         self.merger = merger
+        self._counting = (initializer is _count_init and aggregator is _count_add and merger is _count_merge)
         self.emit_on_close = emit_on_close
         self.store: Any = None
         self.progress: Any = None
@@ -191,22 +208,34 @@ class SessionAggregateProcessor(Processor):
         # Entries [end, start, agg, key] of the sessions within gap, ordered by end (SessionStore._find).
         found = self._find(key, ts - gap, ts + gap)
         start = end = ts
-        try:
-            agg = self.initializer()
-            if found:
-                merger = self.merger
-                for entry in found:
-                    if entry[1] < start:
-                        start = entry[1]
-                    if entry[0] > end:
-                        end = entry[0]
-                    agg = merger(key, agg, entry[2])
+        if self._counting:  # count(): the same arithmetic as its three functions, without the calls
+            agg = 1
+            for entry in found:
+                if entry[1] < start:
+                    start = entry[1]
+                if entry[0] > end:
+                    end = entry[0]
+                agg += entry[2]
             if end < close_time:
                 self.dropped_late += 1
                 return
-            agg = self.aggregator(key, value, agg)
-        except Exception as exc:
-            raise user_error(self.name, "aggregation function", exc, key) from exc
+        else:
+            try:
+                agg = self.initializer()
+                if found:
+                    merger = self.merger
+                    for entry in found:
+                        if entry[1] < start:
+                            start = entry[1]
+                        if entry[0] > end:
+                            end = entry[0]
+                        agg = merger(key, agg, entry[2])
+                if end < close_time:
+                    self.dropped_late += 1
+                    return
+                agg = self.aggregator(key, value, agg)
+            except Exception as exc:
+                raise user_error(self.name, "aggregation function", exc, key) from exc
 
         merged_away = found and (start != ts or end != ts)
         if self.emit_on_close:
@@ -243,10 +272,10 @@ class SessionAggregateProcessor(Processor):
             forward = self.forward
             for window in tombstones:
                 forward(window, None, window.end)
-            forward(Windowed(key, start, end), agg, end)
+            forward(_windowed(Windowed, (key, start, end)), agg, end)
         else:
             self._replace(key, _NONE, start, end, agg)
-            self.forward(Windowed(key, start, end), agg, end)
+            self.forward(_windowed(Windowed, (key, start, end)), agg, end)
 
     def _take_closing(self, close_time: int) -> list[tuple[Windowed, Any]]:
         """Pop the heap items with ``end < close_time`` and read (before expiry) those sessions the
@@ -273,14 +302,14 @@ class SessionAggregateProcessor(Processor):
                     self._seq += 1
                     heapq.heappush(heap, (entry[0], key, entry[1], self._seq, entry))
                     continue
-                out.append((Windowed(key, start, end), agg))
+                out.append((_windowed(Windowed, (key, start, end)), agg))
                 continue
             if (end, key, start) == previous:
                 continue
             previous = (end, key, start)
             agg = fetch(key, start, end)
             if agg is not None:
-                out.append((Windowed(key, start, end), agg))
+                out.append((_windowed(Windowed, (key, start, end)), agg))
         return out
 
     def _emit_closed(self, closing: Sequence[tuple[Windowed, Any]], close_time: int) -> None:

@@ -74,6 +74,9 @@ class MapProcessor(Processor):
             result = self.mapper(key, value)
         except Exception as exc:
             raise user_error(self.name, "mapper", exc, key) from exc
+        if type(result) is tuple and len(result) == 2:  # the common case, without a call
+            self.forward(result[0], result[1], timestamp)
+            return
         new_key, new_value = _pair(result, self.name, "mapper", key)
         self.forward(new_key, new_value, timestamp)
 

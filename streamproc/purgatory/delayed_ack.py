@@ -271,15 +271,27 @@ class AckTracker:
             self.on_failure(state.partition, error)
 
     # ------------------------------------------------------------------ queries
-    def committable_offset(self, partition: Hashable) -> int | None:
+    def committable_offset(self, partition: Hashable, cap: int | None = None) -> int | None:
         """The offset to commit for ``partition``: the lowest begun input offset with sends not all
-        acknowledged, else ``last begun + 1``; None when nothing was begun. Never decreases."""
+        acknowledged, else ``last begun + 1``, and at most ``cap`` when given (an offset whose
+        sends are not all registered yet); None when nothing was begun. Never decreases: sends may
+        no longer be attributed to offsets below what it returned."""
         state = self._states.get(partition)
         if state is None or state.last_begun < 0:
             return None
         head = state.head()
+        if cap is not None and cap < head:
+            head = max(cap, state.floor)
         state.floor = head
         return head
+
+    def begun_until(self, partition: Hashable) -> int | None:
+        """``last begun offset + 1`` of ``partition`` (None when nothing was begun): the end of what
+        has been processed, an upper bound for what may be committed."""
+        state = self._states.get(partition)
+        if state is None or state.last_begun < 0:
+            return None
+        return state.last_begun + 1
 
     def failure(self, partition: Hashable) -> BaseException | None:
         """The error that failed ``partition`` (delivery timeout or send error), or None."""

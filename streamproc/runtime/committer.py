@@ -15,8 +15,12 @@
    since the last commit.
 
 A changelog send that fails or times out fails its task (through the tracker); its partitions are
-not committed. The caller holds the app's processing lock, so no batch runs between steps 1 and 3.
-The periodic loop (every ``commit_interval_ms``) runs as this service's background task.
+not committed. On revoke and shutdown the caller holds the app's processing lock through all three
+steps, so no batch runs in between. The periodic commit (every ``commit_interval_ms``, this
+service's background task) holds the lock for steps 1 and 3 only: batches keep running while the
+changelog sends are in flight, and step 3 commits no partition past the offset it had reached at
+step 1 (``AckTracker.begun_until``), since the state changes of later records are still in the
+stores' write buffers, not yet on their way to the changelog.
 """
 
 from __future__ import annotations
@@ -59,8 +63,30 @@ class Committer(Service):
         interval = self.app.config.commit_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            async with self.app.lock:
-                await self.commit_locked("interval")
+            await self.commit_interval()
+
+    async def commit_interval(self) -> dict[TopicPartition, int]:
+        """The periodic commit: steps 1 and 3 under the processing lock, step 2 without it."""
+        app = self.app
+        if app.eos is not None:
+            async with app.lock:
+                return await self.commit_locked("interval")
+        async with app.lock:
+            started = time.perf_counter()
+            targets, futures, caps = await self._flush_phase(self._targets(None))
+        if futures:
+            # Safety does not depend on this wait (the tracker keeps every partition below its
+            # un-acknowledged changelog sends); it lets this commit cover the flush. Bounded by the
+            # interval, so partitions whose changelog sends are stuck (a broker away) do not hold
+            # back the others' commits; a send that never lands fails its task by delivery timeout.
+            wait_s = min(app.config.delivery_timeout_ms, max(app.config.commit_interval_ms, 100)) / 1000
+            await self._wait_phase("interval", futures, False, wait_s, quiet=True)
+        async with app.lock:
+            return await self._commit_phase("interval", targets, False, caps, started)
+
+    def _targets(self, tasks: list[ManagedTask] | None) -> list[ManagedTask]:
+        return [mt for mt in (tasks if tasks is not None else self.app.tasks.running())
+                if mt.state is TaskState.RUNNING]
 
     async def commit_locked(self, reason: str, final: bool = False,
                             tasks: list[ManagedTask] | None = None) -> dict[TopicPartition, int]:
@@ -74,38 +100,59 @@ class Committer(Service):
             app.purger.committed(committed)
             return committed
         started = time.perf_counter()
-        tracker = app.acks.tracker
-        targets = [mt for mt in (tasks if tasks is not None else app.tasks.running())
-                   if mt.state is TaskState.RUNNING]
         timeout = app.config.delivery_timeout_ms / 1000
         if final:
             timeout = min(timeout, app.config.shutdown_timeout_ms / 1000)
+        targets, futures, caps = await self._flush_phase(self._targets(tasks))
+        if futures or final:
+            await self._wait_phase(reason, futures, final, timeout)
+        return await self._commit_phase(reason, targets, final, caps, started)
 
-        # 1. flush pending store writes to the changelogs
-        changelog_futures: list[asyncio.Future[Any]] = []
+    async def _flush_phase(self, targets: list[ManagedTask]) -> tuple[
+            list[ManagedTask], list[asyncio.Future[Any]], dict[TopicPartition, int]]:
+        """Step 1: send every target's pending changelog records; returns the targets, the send
+        futures and, per input partition, how far processing had got (the commit cap)."""
+        app = self.app
+        tracker = app.acks.tracker
+        futures: list[asyncio.Future[Any]] = []
+        caps: dict[TopicPartition, int] = {}
         for mt in targets:
-            futures = await self._flush_changelogs(mt)
-            register_changelog_flush(tracker, mt.inputs, futures, app.unflushed)
-            changelog_futures += futures
+            for tp in mt.inputs:
+                cap = tracker.begun_until(tp)
+                if cap is not None:
+                    caps[tp] = cap
+            sent = await self._flush_changelogs(mt)
+            register_changelog_flush(tracker, mt.inputs, sent, app.unflushed)
+            futures += sent
         app.export_task_metrics(targets)
+        return targets, futures, caps
 
-        # 2. wait for those sends (and on revoke/shutdown for every output send)
-        waits: list[Any] = list(changelog_futures)
+    async def _wait_phase(self, reason: str, futures: list[asyncio.Future[Any]], final: bool,
+                          timeout: float, quiet: bool = False) -> None:
+        """Step 2: wait for the changelog sends (and, when ``final``, for every output send);
+        ``quiet``: sends still pending after ``timeout`` are normal (logged at debug)."""
+        waits: list[Any] = list(futures)
         if final:
-            waits.append(asyncio.ensure_future(app.producer.flush()))
-        if waits:
-            done, pending = await asyncio.wait(waits, timeout=timeout)
-            if pending:
-                log.error("commit (%s): %d send(s) not acknowledged within %.1f s; their partitions are "
-                          "not committed", reason, len(pending), timeout)
-                for p in pending:
-                    if p not in changelog_futures:
-                        p.cancel()
-            for fut in done:
-                if not fut.cancelled() and fut.exception() is not None:
-                    log.error("commit (%s): a changelog send failed: %r", reason, fut.exception())
+            waits.append(asyncio.ensure_future(self.app.producer.flush()))
+        if not waits:
+            return
+        done, pending = await asyncio.wait(waits, timeout=timeout)
+        if pending:
+            (log.debug if quiet else log.error)(
+                "commit (%s): %d send(s) not acknowledged within %.1f s; their partitions are not "
+                "committed past them", reason, len(pending), timeout)
+            for p in pending:
+                if p not in futures:
+                    p.cancel()
+        for fut in done:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.error("commit (%s): a changelog send failed: %r", reason, fut.exception())
 
-        # 3. commit the committable offsets
+    async def _commit_phase(self, reason: str, targets: list[ManagedTask], final: bool,
+                            caps: dict[TopicPartition, int], started: float) -> dict[TopicPartition, int]:
+        """Step 3: commit each target partition's committable offset, at most its cap."""
+        app = self.app
+        tracker = app.acks.tracker
         offsets: dict[TopicPartition, int] = {}
         assigned = app.consumer.assignment()
         for mt in targets:
@@ -117,8 +164,11 @@ class Committer(Service):
                 log.warning("commit (%s): task %s still has un-acknowledged sends; committing its lowest "
                             "un-acknowledged offsets", reason, mt.id)
             for tp in mt.inputs:
-                off = tracker.committable_offset(tp)
-                if off is None or tp not in assigned:
+                cap = caps.get(tp)
+                if cap is None or tp not in assigned:
+                    continue
+                off = tracker.committable_offset(tp, cap)
+                if off is None:
                     continue
                 if self.committed.get(tp, -1) < off:
                     offsets[tp] = off

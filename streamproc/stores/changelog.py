@@ -51,6 +51,7 @@ _SEQ_MASK = 0x7FFFFFFF
 _END_START = session_key_suffix
 _record = tuple.__new__                  # ChangelogRecord without the NamedTuple __new__ wrapper
 _INT_MEMO_SIZE = 4096                    # distinct int values whose serialised bytes are kept
+_KEY_MEMO_SIZE = 1 << 16                 # distinct str keys whose serialised bytes are kept
 
 
 class _ChangeLogging:
@@ -69,9 +70,21 @@ class _ChangeLogging:
         self._pending: dict[Any, ChangelogRecord] = {}
         self._record_ts: int | None = None
         self._int_bytes: dict[int, bytes | None] = {}
+        self._str_key_bytes: dict[str, bytes] = {}
 
     # -- serialisation helpers --------------------------------------------------------------
     def _key_bytes(self, key: Any) -> bytes:
+        """The serialised key; ``str`` keys (exactly str: equal keys of other types may serialise
+        differently, e.g. ``1`` and ``True``) are serialised once per distinct key (memo)."""
+        if type(key) is str:
+            memo = self._str_key_bytes
+            data = memo.get(key)
+            if data is None:
+                data = self.key_serde.serialize(key, self._where)  # type: ignore[assignment]
+                if len(memo) >= _KEY_MEMO_SIZE:
+                    memo.clear()
+                memo[key] = data  # type: ignore[assignment]
+            return data  # type: ignore[return-value]
         if key is None:
             raise ValueError(f"{self._where}: key must not be None")
         return self.key_serde.serialize(key, self._where)  # type: ignore[return-value]
@@ -332,10 +345,7 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         """``inner._replace(...)``, logged exactly like the equivalent ``remove``/``put`` calls: a
         tombstone per removed session (timestamped before the put), then the put's record."""
         inner = self.inner
-        where = self._where
-        if key is None:
-            raise ValueError(f"{where}: key must not be None")
-        kb = self.key_serde.serialize(key, where)
+        kb = self._key_bytes(key)
         vb = self._value_bytes(agg)
         record_ts = self._record_ts
         pending = self._pending

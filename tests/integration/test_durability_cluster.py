@@ -1,5 +1,5 @@
 """On the 3-broker cluster (every topic replication factor 3, min.insync.replicas=2): kill -9 one
-broker in the middle of a run and restart it a few seconds later; the daemon keeps processing and
+broker in the middle of a run and restart it 7 s later (the cluster notices after 3 s); the daemon keeps processing and
 nothing is lost (and under exactly-once nothing is duplicated either)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.cluster, pytest.mark.timeout(300)]
 async def test_broker_killed_mid_run(kafka_cluster: Any, tmp_path: Path, guarantee: str) -> None:
     h = harness()
     cfg = h.FaultConfig(records=16_000, kills=1, guarantee=guarantee, seed=21, min_kill_s=4.0, max_kill_s=6.0,
-                        target="broker", broker_down_s=5.0, replication=3,
+                        target="broker", broker_down_s=7.0, replication=3,
                         topic_configs={"min.insync.replicas": "2"}, workdir=tmp_path)
     report = await h.run_fault_test(kafka_cluster.bootstrap, cfg, cluster=kafka_cluster)
     print(report.summary())
