@@ -295,7 +295,16 @@ class ChangeLoggingWindowStore(_ChangeLogging):
 
 
 class ChangeLoggingSessionStore(_ChangeLogging):
-    """A :class:`SessionStore` whose applied writes are change-logged (key bytes + end + start)."""
+    """A :class:`SessionStore` whose applied writes are change-logged (key bytes + end + start).
+
+    The aggregation fast path (:meth:`_replace`) is a write cache in one more respect: a session
+    created since the last drain and merged away again before the next one (a session growing
+    click by click) never reaches the changelog - neither its put nor its tombstone - because no
+    reader of the changelog could have seen it. The session that absorbed it ends no earlier, so
+    a restore reaches the same contents and observed stream time. A key that already had a
+    pending record when it was created (a tombstone to deliver) is not elided, nor is anything
+    written through ``put``/``remove``.
+    """
 
     kind = "session"
     inner: SessionStore
@@ -313,6 +322,8 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         self.fetch = inner.fetch
         self.fetch_keys = inner.fetch_keys
         self.all = inner.all
+        # changelog keys created by _replace since the last drain, with no record drained before
+        self._fresh: set[bytes] = set()
         # reads of the processor fast path, bound straight to the store (see SessionStore)
         self._find = inner._find  # type: ignore[method-assign]
         self._entries = inner._entries  # type: ignore[method-assign]
@@ -330,7 +341,17 @@ class ChangeLoggingSessionStore(_ChangeLogging):
             return False
         ck = kb + _END_START(end, start)
         self._pending[ck] = _record(ChangelogRecord, (ck, vb, self._ts(timestamp)))
+        if self._fresh:
+            self._fresh.discard(ck)
         return True
+
+    def drain(self) -> list[ChangelogRecord]:
+        self._fresh = set()
+        return super().drain()
+
+    def close(self) -> None:
+        self._fresh = set()
+        super().close()
 
     def _find(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
         """``inner._find``: the processor fast path (see :class:`SessionStore`)."""
@@ -349,22 +370,27 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         vb = self._value_bytes(agg)
         record_ts = self._record_ts
         pending = self._pending
-        if len(removed) == 1:  # the common merge: one session extended
-            before = record_ts if record_ts is not None else inner._observed
-            old = removed[0]
-            ck = kb + _END_START(old[0], old[1])  # type: ignore[operator]
-            entry = inner._replace(key, removed, start, end, agg)
-            pending[ck] = _record(ChangelogRecord, (ck, None, before))
-        elif removed:
+        fresh = self._fresh
+        elided: list[bytes] | None = None
+        if removed:
             before = record_ts if record_ts is not None else inner._observed
             tombstones = [kb + _END_START(e[0], e[1]) for e in removed]  # type: ignore[operator]
             entry = inner._replace(key, removed, start, end, agg)
             for ck in tombstones:
-                pending[ck] = _record(ChangelogRecord, (ck, None, before))
+                if ck in fresh:  # created since the last drain: it never reaches the changelog
+                    fresh.discard(ck)
+                    del pending[ck]
+                    elided = [ck] if elided is None else elided + [ck]
+                else:
+                    pending[ck] = _record(ChangelogRecord, (ck, None, before))
         else:
             entry = inner._replace(key, removed, start, end, agg)
         if entry is not None:
             ck = kb + _END_START(end, start)  # type: ignore[operator]
+            # fresh: a window the store did not hold (or held only since the last drain), with no
+            # record pending for it (a pending tombstone must still be delivered)
+            if ck not in pending and (inner._created or (elided is not None and ck in elided)):
+                fresh.add(ck)
             pending[ck] = _record(ChangelogRecord, (ck, vb, record_ts if record_ts is not None else inner._observed))
         return entry
 

@@ -68,7 +68,7 @@ _NO_KEY = object()
 class SessionStore(StoreBase):
     """An in-memory session store: sessions per key, plus a lazy end-time heap for expiry."""
 
-    __slots__ = ("retention", "_by_key", "_expiry", "_count", "_max_length", "_seq", "_ref_key")
+    __slots__ = ("retention", "_by_key", "_expiry", "_count", "_max_length", "_seq", "_ref_key", "_created")
     kind = "session"
 
     def __init__(self, name: str, retention: Duration) -> None:
@@ -81,6 +81,9 @@ class SessionStore(StoreBase):
         self._max_length = 0
         self._seq = 0
         self._ref_key: Any = _NO_KEY
+        # whether the last _store/_replace that kept its session created a new window (True) or
+        # overwrote an existing one (False): the change-logging wrapper's write cache reads it
+        self._created = False
 
     # -- validation -------------------------------------------------------------------------
     def _unpack(self, session: Any, arg: str = "session") -> tuple[Any, int, int]:
@@ -183,11 +186,13 @@ class SessionStore(StoreBase):
                 lst.append(entry)
             elif end == last_end and start == entry[START]:
                 entry[AGG] = agg
+                self._created = False
             else:
                 i = bisect_left(lst, [end, start])
                 entry = lst[i]
                 if entry[END] == end and entry[START] == start:
                     entry[AGG] = agg
+                    self._created = False
                 else:
                     entry = self._new_entry(key, start, end, agg)
                     lst.insert(i, entry)
@@ -207,6 +212,7 @@ class SessionStore(StoreBase):
 
     def _new_entry(self, key: Any, start: int, end: int, agg: Any) -> list[Any]:
         entry = [end, start, agg, key]
+        self._created = True
         self._seq = seq = self._seq + 1
         heappush(self._expiry, (end, seq, entry))
         self._count += 1
@@ -294,6 +300,7 @@ class SessionStore(StoreBase):
             old = removed[0]
             if old[START] == start and old[END] == end:
                 old[AGG] = agg                # remove + put of the same window = overwrite
+                self._created = False
                 return old
             if start <= old[START] and end >= old[END]:
                 lst = self._by_key[key]
@@ -304,6 +311,7 @@ class SessionStore(StoreBase):
                     old[END] = end            # extend in place: the heap item is re-keyed lazily
                     old[START] = start
                     old[AGG] = agg
+                    self._created = True      # a new window (the old one is removed)
                     if end - start > self._max_length:
                         self._max_length = end - start
                     if new_obs != obs:

@@ -264,3 +264,50 @@ def test_restore_versioned(history: int, interval: int | None, ops_drains: tuple
         assert restored.get(key) == original.get(key)
         for as_of in range(-2, 215):
             assert restored.get(key, as_of) == original.get(key, as_of), (key, as_of)
+
+
+def _session_state(store: Any) -> tuple[list[Any], int]:
+    return [(tuple(kv.key), kv.value) for kv in store.inner.all()], store.inner.observed_stream_time
+
+
+def _restored_session_store(log: list[Any]) -> Any:
+    s = change_logged(Stores.in_memory_session_store("s", 1_000), serde.STRING, serde.INT, topic="app-s-changelog")
+    s.restore(log)
+    return s
+
+
+def test_session_fast_path_elides_only_sessions_created_since_the_last_drain() -> None:
+    """The aggregation fast path (``_find``/``_replace``) leaves out a session created and merged
+    away between two drains, but never the tombstone of a session the changelog already holds -
+    not even when that window is created again and merged away again before the drain."""
+    s = change_logged(Stores.in_memory_session_store("s", 1_000), serde.STRING, serde.INT, topic="app-s-changelog")
+    log: list[Any] = []
+
+    def click(ts: int, gap: int = 5) -> None:
+        found = s._find("a", ts - gap, ts + gap)
+        start = min([ts] + [e[1] for e in found])
+        end = max([ts] + [e[0] for e in found])
+        s._replace("a", found, start, end, 1 + sum(e[2] for e in found))
+
+    click(0)
+    drained = s.drain()
+    assert [(r.key, r.value) for r in drained] == [(b"a" + be8(0) + be8(0), b"\x00" * 7 + b"\x01")]
+    log += drained
+
+    click(3)                     # merges [0,0] (in the changelog: tombstone) into [0,3] (new)
+    click(6)                     # merges [0,3] (created since the drain: elided) into [0,6]
+    drained = s.drain()
+    assert [(r.key, r.value is None) for r in drained] == [(b"a" + be8(0) + be8(0), True),
+                                                          (b"a" + be8(6) + be8(0), False)]
+    log += drained
+    assert _session_state(_restored_session_store(log)) == _session_state(s)
+
+    # [0,6] is in the changelog; remove it through the public API, create [0,6] again, merge it away
+    s.remove(Windowed("a", 0, 6))
+    for ts in (0, 5, 6, 9):      # [0,0] -> [0,5] -> [0,6] (that window again) -> [0,9]
+        click(ts)
+    drained = s.drain()
+    assert (b"a" + be8(6) + be8(0), True) in [(r.key, r.value is None) for r in drained]
+    log += drained
+    assert _session_state(_restored_session_store(log)) == _session_state(s)
+    assert [kv.key for kv in s.inner.all()] == [Windowed("a", 0, 9)]
