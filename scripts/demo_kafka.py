@@ -27,7 +27,7 @@ import random
 import sys
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "kafka"))
 sys.path.insert(0, str(HERE.parent))
 
-import localkafka  # noqa: E402
+import localkafka
 
-from topologies import sessions  # noqa: E402
+from topologies import sessions
 
 CLICKS_PARTITIONS = 3
 SESSION_GAP_MS = sessions.GAP_MS

@@ -27,12 +27,13 @@ import importlib
 import logging
 import signal
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .config import CONFIG_FILE_ENV, Config, ConfigError, settings
 
-__all__ = ["main", "build_parser", "load_topology", "Command", "COMMANDS", "add_config_arguments"]
+__all__ = ["COMMANDS", "Command", "add_config_arguments", "build_parser", "load_topology", "main"]
 
 log = logging.getLogger("streamproc.cli")
 

@@ -28,14 +28,15 @@ import inspect
 import os
 import re
 import tomllib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from .errors import StreamprocError
 
-__all__ = ["Config", "ConfigError", "SettingInfo", "settings", "ENV_PREFIX", "CONFIG_FILE_ENV"]
+__all__ = ["CONFIG_FILE_ENV", "ENV_PREFIX", "Config", "ConfigError", "SettingInfo", "settings"]
 
 ENV_PREFIX = "STREAMPROC_"
 #: Environment variable naming a config file (the ``--config`` flag wins over it).
@@ -317,14 +318,14 @@ class Config:
         """The dead-letter topic: ``dlq_topic`` or ``<application_id>-dlq``."""
         return self.dlq_topic or f"{self.application_id}-dlq"
 
-    def replace(self, **changes: Any) -> "Config":
+    def replace(self, **changes: Any) -> Config:
         """A copy with some settings changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
     @classmethod
     def load(cls, flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None,
              file: str | os.PathLike[str] | None = None,
-             defaults: Mapping[str, Any] | None = None) -> "Config":
+             defaults: Mapping[str, Any] | None = None) -> Config:
         """Merge the sources (flag > env > file > ``defaults`` > built-in default) and validate.
 
         ``flags`` maps setting names to values (what the CLI parsed; absent = not given). ``env``

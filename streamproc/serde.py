@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import re
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import SerializationError
 
@@ -26,7 +27,7 @@ try:
 except ImportError:  # pragma: no cover
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["Serde", "BYTES", "STRING", "INT", "INT32", "FLOAT", "JSON", "by_name", "show_bytes"]
+__all__ = ["BYTES", "FLOAT", "INT", "INT32", "JSON", "STRING", "Serde", "by_name", "show_bytes"]
 
 _MAX_SHOWN = 64
 
@@ -46,7 +47,7 @@ def _show_value(value: Any, limit: int = _MAX_SHOWN) -> str:
 class Serde:
     """A named pair of functions ``to_bytes(value) -> bytes`` and ``from_bytes(bytes) -> value``."""
 
-    __slots__ = ("name", "_to", "_from")
+    __slots__ = ("_from", "_to", "name")
 
     def __init__(self, name: str, to_bytes: Callable[[Any], bytes], from_bytes: Callable[[bytes], Any]):
         self.name = name
@@ -58,7 +59,7 @@ class Serde:
             return None
         try:
             return self._to(value)
-        except Exception as exc:  # noqa: BLE001 - re-raised with context
+        except Exception as exc:  # re-raised with context
             loc = f" for {where}" if where else ""
             raise SerializationError(
                 f"{self.name} serde cannot serialize {type(value).__name__} value {_show_value(value)}{loc}: {exc}"
@@ -69,7 +70,7 @@ class Serde:
             return None
         try:
             return self._from(data)
-        except Exception as exc:  # noqa: BLE001 - re-raised with context
+        except Exception as exc:  # re-raised with context
             loc = f" from {where}" if where else ""
             raise SerializationError(
                 f"{self.name} serde cannot deserialize {len(data)} bytes{loc}: {exc}; bytes={show_bytes(data)}"

@@ -302,46 +302,81 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
-    ap.add_argument("--users", type=int, default=5000,
-                    help="distinct users (5000: ~1.4 clicks per session, the output-heavy default; "
-                         "500: ~30 clicks per session)")
+    ap.add_argument("--users", type=str, default="5000",
+                    help="distinct users, or a comma-separated list to run one after another (5000: "
+                         "~1.4 clicks per session, nearly one output per input, the heavy case; 2000: "
+                         "~2.5; 1000: ~6; 500: ~30)")
+    ap.add_argument("--sweep", action="store_true", help="the same as --users 5000,2000,1000,500")
     ap.add_argument("--quick", action="store_true", help="30 000 records (a smoke run)")
     ap.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     ap.add_argument("--profile", action="store_true", help="profile the daemon phase with py-spy")
     args = ap.parse_args()
     if args.quick:
         args.records = 30_000
+    shapes = [5000, 2000, 1000, 500] if args.sweep else [int(u) for u in args.users.split(",")]
     handle = None
     bootstrap = args.bootstrap
     if not bootstrap:
         handle = _localkafka().start_single(timeout=180)
         bootstrap = handle.bootstrap
+    summary = []
     try:
-        source = f"bench-clicks-{uuid.uuid4().hex[:8]}"
-        asyncio.run(_create_topic(bootstrap, source, PARTITIONS))
-        t = time.perf_counter()
-        ends = asyncio.run(_produce_input(bootstrap, source, args.records, args.users))
-        print(f"input: {sum(ends.values())} records of {args.users} users on {PARTITIONS} partitions of {source} "
-              f"(produced in {time.perf_counter() - t:.1f} s); broker {bootstrap}")
-        n = sum(ends.values())
-        base = run_phase("passthrough", bootstrap, source, ends)
-        daemon = run_phase("daemon", bootstrap, source, ends)
-        task = run_phase("task", bootstrap, source, ends)
-        rows = [("aiokafka passthrough (ceiling)", base), ("daemon, sessions topology", daemon),
-                ("sessions Task alone, no Kafka", task)]
-        print(f"\n{'phase':34} {'records/s':>12} {'seconds':>9} {'CPU s':>8} {'peak RSS MB':>12}")
-        for name, r in rows:
-            print(f"{name:34} {n / r['elapsed']:12,.0f} {r['elapsed']:9.2f} {r['cpu']:8.2f} {r['rss_mb']:12.1f}")
-        ratio = (n / daemon["elapsed"]) / (n / base["elapsed"])
-        print(f"\nratio daemon / passthrough: {ratio:.2f} (target >= 0.5)")
-        print(f"daemon / Task alone: {task['elapsed'] / daemon['elapsed']:.2f} (share of the daemon's time spent "
-              f"in the topology itself)")
-        print(f"CPU per record: passthrough {1e6 * base['cpu'] / n:.1f} us, daemon {1e6 * daemon['cpu'] / n:.1f} us")
-        if args.profile:
-            profile_daemon(bootstrap, source, ends)
+        for users in shapes:
+            summary.append(run_shape(bootstrap, args.records, users, args.profile))
+        if len(summary) > 1:
+            print(f"\n{'users':>6} {'clicks/session':>15} {'passthrough rec/s':>18} {'daemon rec/s':>13} "
+                  f"{'ratio':>6} {'daemon CPU us/rec':>18}")
+            for users, cps, base_rate, daemon_rate, cpu_us in summary:
+                print(f"{users:6} {cps:15.1f} {base_rate:18,.0f} {daemon_rate:13,.0f} "
+                      f"{daemon_rate / base_rate:6.2f} {cpu_us:18.1f}")
     finally:
         if handle is not None:
             handle.stop()
+
+
+def clicks_per_session(n: int, users: int) -> float:
+    """Clicks per session of the generated input (same generator: a click opens a new session when
+    the user's previous one is more than the topology's gap earlier)."""
+    from topologies import sessions as topo
+
+    rng = random.Random(1)
+    last: dict[int, int] = {}
+    opened = 0
+    for i in range(n):
+        user = rng.randrange(users)
+        rng.randrange(100)  # the page draw of _produce_input, to stay in step with it
+        t = i * 1_000
+        if user not in last or t - last[user] > topo.GAP_MS:
+            opened += 1
+        last[user] = t
+    return n / max(1, opened)
+
+
+def run_shape(bootstrap: str, records: int, users: int, profile: bool) -> tuple[int, float, float, float, float]:
+    source = f"bench-clicks-{uuid.uuid4().hex[:8]}"
+    asyncio.run(_create_topic(bootstrap, source, PARTITIONS))
+    t = time.perf_counter()
+    ends = asyncio.run(_produce_input(bootstrap, source, records, users))
+    cps = clicks_per_session(records, users)
+    print(f"\ninput: {sum(ends.values())} records of {users} users ({cps:.1f} clicks per session) on "
+          f"{PARTITIONS} partitions of {source} (produced in {time.perf_counter() - t:.1f} s); broker {bootstrap}")
+    n = sum(ends.values())
+    base = run_phase("passthrough", bootstrap, source, ends)
+    daemon = run_phase("daemon", bootstrap, source, ends)
+    task = run_phase("task", bootstrap, source, ends)
+    rows = [("aiokafka passthrough (ceiling)", base), ("daemon, sessions topology", daemon),
+            ("sessions Task alone, no Kafka", task)]
+    print(f"{'phase':34} {'records/s':>12} {'seconds':>9} {'CPU s':>8} {'peak RSS MB':>12}")
+    for name, r in rows:
+        print(f"{name:34} {n / r['elapsed']:12,.0f} {r['elapsed']:9.2f} {r['cpu']:8.2f} {r['rss_mb']:12.1f}")
+    ratio = (n / daemon["elapsed"]) / (n / base["elapsed"])
+    print(f"ratio daemon / passthrough: {ratio:.2f} (target >= 0.5)")
+    print(f"daemon / Task alone: {task['elapsed'] / daemon['elapsed']:.2f} (share of the daemon's time spent "
+          f"in the topology itself)")
+    print(f"CPU per record: passthrough {1e6 * base['cpu'] / n:.1f} us, daemon {1e6 * daemon['cpu'] / n:.1f} us")
+    if profile:
+        profile_daemon(bootstrap, source, ends)
+    return users, cps, n / base["elapsed"], n / daemon["elapsed"], 1e6 * daemon["cpu"] / n
 
 
 if __name__ == "__main__":

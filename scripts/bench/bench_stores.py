@@ -49,7 +49,8 @@ import sys
 import time
 import tracemalloc
 from bisect import bisect_left, bisect_right
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from streamproc.records import Windowed
 from streamproc.stores import Stores

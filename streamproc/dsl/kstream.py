@@ -231,6 +231,7 @@ class KStream:
           the same key within the windows; output timestamp = the later of the two. docs/windows.md.
         """
         other = _join_partner(other, table, "join")
+        joiner = _callable(joiner, "joiner", "join")
         if isinstance(other, KStream):
             return self._stream_join(other, joiner, grace, windows, name, joined, "join")
         return self._join(other, joiner, self._table_grace(grace, windows, "join"), name, joined, left=False)
@@ -243,6 +244,7 @@ class KStream:
         is None when absent; with a stream, a record that joined nothing is emitted as
         ``joiner(this_value, None)`` once its join window has closed."""
         other = _join_partner(other, table, "left_join")
+        joiner = _callable(joiner, "joiner", "left_join")
         if isinstance(other, KStream):
             return self._stream_join(other, joiner, grace, windows, name, joined, "left_join")
         return self._join(other, joiner, self._table_grace(grace, windows, "left_join"), name, joined, left=True)

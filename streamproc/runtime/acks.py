@@ -17,7 +17,8 @@ has an output or changelog record not yet acknowledged.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, Iterable, Mapping, MutableMapping
+from collections.abc import Hashable, Iterable, Mapping, MutableMapping
+from typing import Any
 
 from ..purgatory import AckTracker
 

@@ -40,8 +40,9 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Hashable, Sequence
 from types import SimpleNamespace
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 
@@ -61,7 +62,7 @@ from .tasks import ManagedTask, TaskRegistry, TaskState, group_by_task
 from .topics import RepartitionPurger, TopicAdmin, TopicPlan, plan_topics
 from .transactions import EOS_PRODUCER_DEFAULTS, ExactlyOnce
 
-__all__ = ["StreamApp", "RecordError", "ShutdownTimeoutError"]
+__all__ = ["RecordError", "ShutdownTimeoutError", "StreamApp"]
 
 log = logging.getLogger("streamproc.app")
 
@@ -81,7 +82,7 @@ class _Cursor:
     """Iterates ``records[start:]`` remembering the index of the last record handed out, so an
     exception raised by a task is pinned on the record that caused it."""
 
-    __slots__ = ("records", "start", "index")
+    __slots__ = ("index", "records", "start")
 
     def __init__(self, records: Sequence[Any], start: int) -> None:
         self.records = records
@@ -96,7 +97,7 @@ class _Cursor:
 
 
 class _Listener(ConsumerRebalanceListener):
-    def __init__(self, app: "StreamApp") -> None:
+    def __init__(self, app: StreamApp) -> None:
         self.app = app
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
@@ -200,7 +201,7 @@ class StreamApp(Service):
                 self._set_fatal(exc)
             try:
                 await asyncio.wait_for(Service.stop(self), self.config.shutdown_timeout_ms / 1000)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._set_fatal(ShutdownTimeoutError(
                     f"graceful stop did not finish within shutdown_timeout_ms={self.config.shutdown_timeout_ms}"))
         finally:
@@ -381,7 +382,7 @@ class StreamApp(Service):
             try:
                 task.process(tp.topic, tp.partition, cursor)
                 return
-            except Exception as exc:  # noqa: BLE001 - routed by the error policy
+            except Exception as exc:  # routed by the error policy
                 if cursor.index < start:
                     raise  # failed before any record: not a record error
                 self._record_error(exc, tp, records[cursor.index], buf)
@@ -554,7 +555,7 @@ def _serde_name(serde: Any) -> str | None:
     return None if serde is None else str(serde.name)
 
 
-def _log_send_failure(fut: "asyncio.Future[Any]") -> None:
+def _log_send_failure(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled() and fut.exception() is not None:
         log.error("a punctuation send failed: %r", fut.exception())
 

@@ -50,7 +50,7 @@ class Committer(Service):
 
     label = "committer"
 
-    def __init__(self, app: "StreamApp") -> None:
+    def __init__(self, app: StreamApp) -> None:
         super().__init__()
         self.app = app
         self.committed: dict[TopicPartition, int] = {}

@@ -12,7 +12,8 @@ input ``TopicPartition``) and drives its timing wheel from the running loop.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -20,7 +21,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from ..purgatory import AckTracker, DelayedOperationPurgatory, Timer
 from .service import Service
 
-__all__ = ["InputConsumer", "AckService", "CONSUMER_DEFAULTS"]
+__all__ = ["CONSUMER_DEFAULTS", "AckService", "InputConsumer"]
 
 log = logging.getLogger(__name__)
 

@@ -22,12 +22,13 @@ Error headers (values UTF-8):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import SerializationError
 
-__all__ = ["ErrorPolicy", "Stage", "classify", "dead_letter_headers", "ERROR_HEADER_PREFIX"]
+__all__ = ["ERROR_HEADER_PREFIX", "ErrorPolicy", "Stage", "classify", "dead_letter_headers"]
 
 ERROR_HEADER_PREFIX = "streamproc.error."
 _MAX_MESSAGE = 4096

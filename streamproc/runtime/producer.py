@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IllegalOperation, KafkaError
@@ -24,7 +25,7 @@ from aiokafka.partitioner import murmur2
 from .. import serde as _serde
 from .service import Service
 
-__all__ = ["OutputProducer", "SendBuffer", "to_bytes", "partition_for"]
+__all__ = ["OutputProducer", "SendBuffer", "partition_for", "to_bytes"]
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class OutputProducer(Service):
         if self.producer is not None:
             await self.producer.stop()
 
-    def buffer(self) -> "SendBuffer":
+    def buffer(self) -> SendBuffer:
         return SendBuffer(self)
 
     async def flush(self) -> None:
@@ -188,7 +189,7 @@ class SendBuffer:
     def __len__(self) -> int:
         return self.count
 
-    async def flush(self) -> list[tuple["asyncio.Future[Any]", frozenset[Any]]]:
+    async def flush(self) -> list[tuple[asyncio.Future[Any], frozenset[Any]]]:
         """Send everything buffered; return ``(future, sources)`` per producer batch, where
         ``sources`` are the ``source`` values of the records sent to that batch's topic-partition.
 
@@ -209,7 +210,7 @@ class SendBuffer:
         txn.track(fut for fut, _ in sent)
         return sent
 
-    async def _send_all(self) -> list[tuple["asyncio.Future[Any]", frozenset[Any]]]:
+    async def _send_all(self) -> list[tuple[asyncio.Future[Any], frozenset[Any]]]:
         producer = self._out.producer
         assert producer is not None, "producer not started"
         sent: list[tuple[asyncio.Future[Any], frozenset[Any]]] = []

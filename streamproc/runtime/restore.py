@@ -20,15 +20,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .metrics import Metrics
 from .service import Service
 
-__all__ = ["Restorer", "RestoreJob"]
+__all__ = ["RestoreJob", "Restorer"]
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 __all__ = ["Service"]
 
@@ -35,7 +36,7 @@ class Service:
 
     # ---- to override -------------------------------------------------------------------------
 
-    def children(self) -> Sequence["Service"]:
+    def children(self) -> Sequence[Service]:
         """Children, in start order (stopped in reverse)."""
         return ()
 
@@ -69,7 +70,7 @@ class Service:
             for child in reversed(done):
                 try:
                     await child.stop()
-                except Exception:  # noqa: BLE001 - already failing; log and go on
+                except Exception:  # already failing: log and go on
                     log.exception("while stopping %s after a failed start", child.label)
             raise
         self._started = True

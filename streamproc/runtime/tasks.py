@@ -9,15 +9,16 @@ co-partitioned sources owns one partition of each).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from aiokafka import TopicPartition
 
 from .task import Task, TaskId
 
-__all__ = ["TaskState", "ManagedTask", "TaskRegistry"]
+__all__ = ["ManagedTask", "TaskRegistry", "TaskState"]
 
 log = logging.getLogger(__name__)
 

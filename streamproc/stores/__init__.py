@@ -19,27 +19,33 @@ from .factory import Stores
 from .iterators import StoreIterator
 from .key_value import KeyValueStore
 from .session import SessionStore
-from .versioned import NOT_PUT, VALID_TO_UNDEFINED, VersionedKeyValueStore, VersionedRecord, default_segment_interval
+from .versioned import (
+    NOT_PUT,
+    VALID_TO_UNDEFINED,
+    VersionedKeyValueStore,
+    VersionedRecord,
+    default_segment_interval,
+)
 from .window import WindowStore
 
 __all__ = [
-    "Stores",
-    "KeyValueStore",
-    "WindowStore",
-    "SessionStore",
-    "VersionedKeyValueStore",
-    "VersionedRecord",
+    "ADDITIONAL_RETENTION_MS",
     "NOT_PUT",
     "VALID_TO_UNDEFINED",
-    "default_segment_interval",
-    "StoreIterator",
+    "ChangeLoggingKeyValueStore",
+    "ChangeLoggingSessionStore",
+    "ChangeLoggingStore",
+    "ChangeLoggingVersionedStore",
+    "ChangeLoggingWindowStore",
     "ChangelogRecord",
+    "KeyValueStore",
+    "SessionStore",
+    "StoreIterator",
+    "Stores",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
+    "WindowStore",
     "change_logged",
     "changelog_topic_config",
-    "ChangeLoggingStore",
-    "ChangeLoggingKeyValueStore",
-    "ChangeLoggingWindowStore",
-    "ChangeLoggingSessionStore",
-    "ChangeLoggingVersionedStore",
-    "ADDITIONAL_RETENTION_MS",
+    "default_segment_interval",
 ]

@@ -24,7 +24,7 @@ class StoreBase:
     - ``close()`` drops the contents; ``is_open`` tells whether the store was closed.
     """
 
-    __slots__ = ("name", "_observed", "_dropped", "_open")
+    __slots__ = ("_dropped", "_observed", "_open", "name")
     kind: str = ""
 
     def __init__(self, name: str) -> None:

@@ -25,7 +25,8 @@ With ``key_serde``/``value_serde`` None the wrapper uses JSON (keys with
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from ..records import Windowed
 from ..serde import JSON, JSON_KEY, Serde
@@ -43,9 +44,15 @@ from .session import SessionStore
 from .versioned import NOT_PUT, VersionedKeyValueStore, VersionedRecord
 from .window import WindowStore
 
-__all__ = ["change_logged", "ChangeLoggingKeyValueStore", "ChangeLoggingWindowStore",
-           "ChangeLoggingSessionStore", "ChangeLoggingVersionedStore", "ChangelogRecord",
-           "changelog_topic_config"]
+__all__ = [
+    "ChangeLoggingKeyValueStore",
+    "ChangeLoggingSessionStore",
+    "ChangeLoggingVersionedStore",
+    "ChangeLoggingWindowStore",
+    "ChangelogRecord",
+    "change_logged",
+    "changelog_topic_config",
+]
 
 _SEQ_MASK = 0x7FFFFFFF
 _END_START = session_key_suffix

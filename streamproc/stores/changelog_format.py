@@ -22,9 +22,16 @@ from typing import Any, NamedTuple
 
 from ..serde import show_bytes
 
-__all__ = ["ChangelogRecord", "ADDITIONAL_RETENTION_MS", "window_changelog_key", "session_changelog_key",
-           "split_window_changelog_key", "split_session_changelog_key", "changelog_topic_config",
-           "session_key_suffix"]
+__all__ = [
+    "ADDITIONAL_RETENTION_MS",
+    "ChangelogRecord",
+    "changelog_topic_config",
+    "session_changelog_key",
+    "session_key_suffix",
+    "split_session_changelog_key",
+    "split_window_changelog_key",
+    "window_changelog_key",
+]
 
 #: Extra time a changelog keeps records beyond the store's retention (broker clocks are wall time).
 ADDITIONAL_RETENTION_MS = 24 * 60 * 60 * 1000

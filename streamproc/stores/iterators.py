@@ -7,8 +7,9 @@ iterator yields (KIP-428's snapshot rule). Iterators support ``close()`` and ``w
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from functools import partial
-from typing import Any, Generic, Iterable, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..records import KeyValue, Windowed
 
@@ -71,7 +72,7 @@ class StoreIterator(Generic[T]):
         self._items = []
         self._pos = 0
 
-    def __enter__(self) -> "StoreIterator[T]":
+    def __enter__(self) -> StoreIterator[T]:
         return self
 
     def __exit__(self, *exc: object) -> None:

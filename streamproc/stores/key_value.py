@@ -19,7 +19,8 @@ The store has no timestamps: ``observed_stream_time`` stays -1 and nothing is ev
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from sortedcontainers import SortedDict
 

@@ -49,8 +49,9 @@ equivalent ``remove``/``put`` calls; it returns the entry holding the new sessio
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from heapq import heappop, heappush
-from typing import Any, Sequence
+from typing import Any
 
 from ..records import KeyValue, Windowed
 from ..time import Duration
@@ -68,7 +69,7 @@ _NO_KEY = object()
 class SessionStore(StoreBase):
     """An in-memory session store: sessions per key, plus a lazy end-time heap for expiry."""
 
-    __slots__ = ("retention", "_by_key", "_expiry", "_count", "_max_length", "_seq", "_ref_key", "_created")
+    __slots__ = ("_by_key", "_count", "_created", "_expiry", "_max_length", "_ref_key", "_seq", "retention")
     kind = "session"
 
     def __init__(self, name: str, retention: Duration) -> None:

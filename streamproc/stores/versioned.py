@@ -57,8 +57,13 @@ from ..time import Duration
 from ._checks import check_duration, check_int, check_name, fail_key, key_type_error
 from .base import StoreBase
 
-__all__ = ["VersionedKeyValueStore", "VersionedRecord", "NOT_PUT", "VALID_TO_UNDEFINED",
-           "default_segment_interval"]
+__all__ = [
+    "NOT_PUT",
+    "VALID_TO_UNDEFINED",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
+    "default_segment_interval",
+]
 
 #: ``put`` result when the version was older than history retention and was not stored.
 NOT_PUT = -(2**63)
@@ -93,8 +98,14 @@ def default_segment_interval(history_retention: int) -> int:
 class VersionedKeyValueStore(StoreBase):
     """An in-memory versioned key-value store."""
 
-    __slots__ = ("history_retention", "segment_interval", "_latest", "_history", "_segments",
-                 "_num_history")
+    __slots__ = (
+        "_history",
+        "_latest",
+        "_num_history",
+        "_segments",
+        "history_retention",
+        "segment_interval",
+    )
     kind = "versioned"
 
     def __init__(self, name: str, history_retention: Duration, segment_interval: Duration | None = None) -> None:

@@ -57,7 +57,7 @@ from ._checks import (
 from .base import StoreBase, log
 from .iterators import StoreIterator, new_key_value, new_windowed
 
-__all__ = ["WindowStore", "SMALL_SEGMENT"]
+__all__ = ["SMALL_SEGMENT", "WindowStore"]
 
 #: A segment holding at most this many keys is a plain dict (sorted on demand for range reads).
 SMALL_SEGMENT = 32
@@ -66,7 +66,7 @@ SMALL_SEGMENT = 32
 class WindowStore(StoreBase):
     """An in-memory window store with 1 ms segments, grace and optional duplicates."""
 
-    __slots__ = ("retention", "window_size", "grace", "retain_duplicates", "_segments", "_count")
+    __slots__ = ("_count", "_segments", "grace", "retain_duplicates", "retention", "window_size")
     kind = "window"
 
     def __init__(self, name: str, retention: Duration, window_size: Duration,

@@ -13,15 +13,16 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any
 
 from streamproc.config import Config
 from streamproc.runtime.app import StreamApp
 from streamproc.runtime.producer import partition_for
 from streamproc.runtime.test_driver import TopologyTestDriver
 
-__all__ = ["running_app", "wait_until", "expected_by_partition", "committed_offsets", "decode", "recent_base_ts"]
+__all__ = ["committed_offsets", "decode", "expected_by_partition", "recent_base_ts", "running_app", "wait_until"]
 
 
 def recent_base_ts(span_ms: int, margin_ms: int = 3_600_000) -> int:
@@ -149,7 +150,7 @@ async def read_topic(bootstrap: str, topic: str, expected: int, timeout: float, 
         parts = None
         deadline = time.monotonic() + 30
         while not parts:
-            await consumer._client.force_metadata_update()  # noqa: SLF001 - a topic created meanwhile
+            await consumer._client.force_metadata_update()
             parts = consumer.partitions_for_topic(topic)
             if not parts and time.monotonic() > deadline:
                 raise TimeoutError(f"topic {topic!r} has no metadata after 30 s")

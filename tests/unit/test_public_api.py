@@ -10,7 +10,14 @@ import streamproc
 
 def test_design_names_import_from_the_package() -> None:
     from streamproc import (  # noqa: F401
-        EmitStrategy, SessionWindows, StreamApp, StreamsBuilder, Topology, TopologyTestDriver, Windowed, serde,
+        EmitStrategy,
+        SessionWindows,
+        StreamApp,
+        StreamsBuilder,
+        Topology,
+        TopologyTestDriver,
+        Windowed,
+        serde,
     )
     from streamproc.purgatory import DelayedOperation, DelayedOperationPurgatory, Timer, TimerTask  # noqa: F401
     from streamproc.stores import NOT_PUT, VALID_TO_UNDEFINED, Stores, VersionedRecord  # noqa: F401

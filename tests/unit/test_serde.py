@@ -83,7 +83,7 @@ def test_json_unserialisable_object_is_a_serialization_error() -> None:
 
 
 def test_json_non_string_dict_keys_like_the_standard_library() -> None:
-    value = {1: "a", 2.5: "b", True: "c", None: "d"}
+    value = {1: "a", 2.5: "b", False: "c", None: "d"}
     assert serde.JSON.serialize(value) == json.dumps(value, separators=(",", ":")).encode()
 
 

@@ -3,9 +3,9 @@ ever committable while a record below it has an un-acknowledged output or change
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import random
+from collections.abc import Callable
+from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st

@@ -14,8 +14,8 @@ from streamproc.runtime.topics import plan_topics
 from topologies import currency, sessions
 
 
-def subs(topology, app="app"):  # noqa: ANN001, ANN201
-    def key_serdes(s):  # noqa: ANN001, ANN202
+def subs(topology, app="app"):
+    def key_serdes(s):
         return {t: getattr(topology.source_serdes(t, app)[0], "name", None) for t in s.source_topics}
 
     return [NS(id=s.id, source_topics=s.source_topics, sink_topics=s.sink_topics,
@@ -71,7 +71,7 @@ def test_rekeyed_join_repartitions_with_the_tables_key_serde() -> None:
     plan_topics(subs(topology), {"rates": 4, "payments": 4})  # co-partitioned by the same key bytes
 
 
-def _rekeyed_join(table_key_serde):  # noqa: ANN001, ANN202
+def _rekeyed_join(table_key_serde):
     b = StreamsBuilder()
     rates = b.table("rates", name="rates", versioned=1000, key_serde=table_key_serde, value_serde=serde.JSON)
     (b.stream("payments", key_serde=serde.STRING, value_serde=serde.JSON)

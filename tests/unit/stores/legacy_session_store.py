@@ -12,10 +12,17 @@ from typing import Any
 from sortedcontainers import SortedDict, SortedList
 
 from streamproc.records import KeyValue, Windowed
-from streamproc.time import Duration
-from streamproc.stores._checks import check_duration, check_int, check_name, fail_key, key_type_error, keys_not_comparable
+from streamproc.stores._checks import (
+    check_duration,
+    check_int,
+    check_name,
+    fail_key,
+    key_type_error,
+    keys_not_comparable,
+)
 from streamproc.stores.base import StoreBase, log
 from streamproc.stores.iterators import StoreIterator
+from streamproc.time import Duration
 
 __all__ = ["LegacySessionStore"]
 
@@ -23,7 +30,7 @@ __all__ = ["LegacySessionStore"]
 class LegacySessionStore(StoreBase):
     """An in-memory session store indexed by end time."""
 
-    __slots__ = ("retention", "_sessions", "_ends", "_max_length")
+    __slots__ = ("_ends", "_max_length", "_sessions", "retention")
     kind = "session"
 
     def __init__(self, name: str, retention: Duration) -> None:

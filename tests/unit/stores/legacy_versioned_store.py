@@ -9,9 +9,9 @@ from typing import Any, NamedTuple
 
 from sortedcontainers import SortedDict
 
-from streamproc.time import Duration
 from streamproc.stores._checks import check_duration, check_int, check_name, fail_key, key_type_error
 from streamproc.stores.base import StoreBase
+from streamproc.time import Duration
 
 __all__ = ["LegacyVersionedStore"]
 
@@ -44,8 +44,14 @@ def default_segment_interval(history_retention: int) -> int:
 class LegacyVersionedStore(StoreBase):
     """An in-memory versioned key-value store."""
 
-    __slots__ = ("history_retention", "segment_interval", "_latest", "_history", "_segments",
-                 "_num_history")
+    __slots__ = (
+        "_history",
+        "_latest",
+        "_num_history",
+        "_segments",
+        "history_retention",
+        "segment_interval",
+    )
     kind = "versioned"
 
     def __init__(self, name: str, history_retention: Duration, segment_interval: Duration | None = None) -> None:

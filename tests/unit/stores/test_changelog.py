@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from streamproc import serde
 from streamproc.records import Windowed
 from streamproc.stores import (
-    ChangelogRecord,
     ChangeLoggingKeyValueStore,
     ChangeLoggingSessionStore,
     ChangeLoggingVersionedStore,
     ChangeLoggingWindowStore,
+    ChangelogRecord,
     Stores,
     change_logged,
     changelog_topic_config,

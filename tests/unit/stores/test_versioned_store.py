@@ -97,7 +97,7 @@ def test_explicit_segment_interval_must_be_positive() -> None:
 
 def test_whole_segments_expire() -> None:
     s = Stores.in_memory_versioned_store("v", history_retention=100, segment_interval=10)
-    for ts in range(0, 50):
+    for ts in range(50):
         s.put("k", ts, ts)
     assert len(s) == 50
     s.put("other", "x", 205)  # observed 205: versions with valid_to <= 105 are out of retention

@@ -80,7 +80,7 @@ def test_expiry_and_grace() -> None:
 
 def test_fetch_lower_bound_is_observed_minus_retention_plus_one() -> None:
     s = Stores.in_memory_window_store("w", retention=10, window_size=1)
-    for start in range(0, 21):
+    for start in range(21):
         s.put("k", start, start)
     assert [kv.key for kv in s.fetch("k", 0, 100)] == list(range(11, 21))
     assert [kv.key for kv in s.fetch("k", 15, 17, backward=True)] == [17, 16, 15]
