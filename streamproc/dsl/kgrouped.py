@@ -16,6 +16,7 @@ from ..serde import INT, STRING, Serde
 from ..time import duration_ms
 from .graph import StoreSpec
 from .options import Grouped, Materialized, check_serde
+from .options import check_callable as _callable
 from .time_windowed import TimeWindowedKStream
 from .time_windows import TimeWindows
 from .windows import EmitStrategy, SessionWindows
@@ -51,12 +52,6 @@ class KGroupedStream:
             raise ValueError(f"windowed_by() takes SessionWindows or TimeWindows, got {type(windows).__name__} "  # noqa: TRY004 - bad input is a ValueError
                              f"{windows!r}")
         return SessionWindowedKStream(self._stream, self._grouped, windows, EmitStrategy.ON_WINDOW_UPDATE)
-
-
-def _callable(fn: Any, arg: str, op: str) -> Callable[..., Any]:
-    if not callable(fn):
-        raise ValueError(f"{arg} of {op}() must be callable, got {type(fn).__name__} {fn!r}")  # noqa: TRY004 - bad input is a ValueError
-    return fn
 
 
 class SessionWindowedKStream:

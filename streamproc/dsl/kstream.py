@@ -34,6 +34,7 @@ from ..serde import INT, STRING, Serde
 from ..time import Duration, duration_ms
 from .graph import Node, StoreSpec
 from .options import Grouped, Joined, Produced, check_serde
+from .options import check_callable as _callable
 from .time_windows import JoinWindows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,12 +43,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ktable import KTable
 
 __all__ = ["BranchedKStream", "KStream"]
-
-
-def _callable(fn: Any, arg: str, op: str) -> Callable[..., Any]:
-    if not callable(fn):
-        raise ValueError(f"{arg} of {op}() must be callable, got {type(fn).__name__} {fn!r}")  # noqa: TRY004 - bad input is a ValueError
-    return fn
 
 
 class KStream:

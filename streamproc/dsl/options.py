@@ -5,13 +5,22 @@ an explicit keyword wins over the options object.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import serde as _serde
 from ..time import Duration
 
-__all__ = ["Consumed", "Grouped", "Joined", "Materialized", "Named", "Produced", "check_name", "check_serde"]
+__all__ = ["Consumed", "Grouped", "Joined", "Materialized", "Named", "Produced", "check_callable", "check_name",
+           "check_serde"]
+
+
+def check_callable(fn: Any, arg: str, op: str) -> Callable[..., Any]:
+    """``fn`` if callable, else a ``ValueError`` naming the argument ``arg`` of ``op()`` and the value."""
+    if not callable(fn):
+        raise ValueError(f"{arg} of {op}() must be callable, got {type(fn).__name__} {fn!r}")  # noqa: TRY004 - bad input is a ValueError
+    return fn
 
 
 def check_serde(value: Any, arg: str, owner: str) -> _serde.Serde | None:

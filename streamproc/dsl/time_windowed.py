@@ -18,27 +18,17 @@ from ..serde import INT, STRING, Serde
 from ..time import duration_ms
 from .graph import StoreSpec
 from .options import Grouped, Materialized, check_serde
+from .options import check_callable as _callable
 from .time_windows import TimeWindows
 from .window_store_spec import WindowStoreSpec
 from .windows import EmitStrategy
+from .windows import check_emit as _check_emit
 
 if TYPE_CHECKING:  # pragma: no cover
     from .kstream import KStream
     from .ktable import KTable
 
 __all__ = ["TimeWindowedKStream"]
-
-
-def _callable(fn: Any, arg: str, op: str) -> Callable[..., Any]:
-    if not callable(fn):
-        raise ValueError(f"{arg} of {op}() must be callable, got {type(fn).__name__} {fn!r}")  # noqa: TRY004 - bad input is a ValueError
-    return fn
-
-
-def _check_emit(emit: Any) -> EmitStrategy:
-    if not isinstance(emit, EmitStrategy):
-        raise ValueError(f"emit must be an EmitStrategy (ON_WINDOW_UPDATE or ON_WINDOW_CLOSE), got {emit!r}")  # noqa: TRY004 - bad input is a ValueError
-    return emit
 
 
 class TimeWindowedKStream:

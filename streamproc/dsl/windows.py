@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from ..time import Duration, duration_ms
 
-__all__ = ["EmitStrategy", "SessionWindows"]
+__all__ = ["EmitStrategy", "SessionWindows", "check_emit"]
 
 
 class EmitStrategy(enum.Enum):
@@ -29,6 +30,13 @@ class EmitStrategy(enum.Enum):
     @classmethod
     def on_window_close(cls) -> EmitStrategy:
         return cls.ON_WINDOW_CLOSE
+
+
+def check_emit(emit: Any) -> EmitStrategy:
+    """``emit`` if it is an :class:`EmitStrategy`, else a ``ValueError`` naming the value."""
+    if not isinstance(emit, EmitStrategy):
+        raise ValueError(f"emit must be an EmitStrategy (ON_WINDOW_UPDATE or ON_WINDOW_CLOSE), got {emit!r}")  # noqa: TRY004 - bad input is a ValueError
+    return emit
 
 
 class SessionWindows:
