@@ -65,6 +65,7 @@ VERSIONS_PER_KEY = 10  # versioned store: N entries = N / 10 keys x 10 versions
 VERSION_SPACING = 100
 BIG = 10**12  # retention that keeps everything live
 HOT_ENTRIES = 10_000  # working set of the "hot" pattern, in entries
+NAIVE_SCAN_BUDGET = 4_000_000  # entries the naive linear-scan baseline may visit per measurement
 
 #: CPU time of this process, so other processes competing for the cores do not inflate the figures.
 clock = time.process_time
@@ -79,6 +80,26 @@ class Results:
         self.repeat = repeat
         self.quiet = quiet
         self.rows: dict[tuple[str, str, str, int], tuple[float, float]] = {}
+        #: (store, op, entries) -> (ours µs/op, naive linear-scan µs/op), uniform access
+        self.naive: dict[tuple[str, str, int], tuple[float, float]] = {}
+
+    def measure_naive(self, store: str, op: str, n: int, ours: Callable[[list[Any]], int],
+                      naive: Callable[[list[Any]], int], sample: list[Any]) -> None:
+        """Time a range query of ours against the naive baseline (every live entry scanned per
+        query), on the first ``NAIVE_SCAN_BUDGET // n`` queries of ``sample`` (at least 3), best of 3."""
+        queries = sample[: max(3, NAIVE_SCAN_BUDGET // n)]
+        best = [float("inf"), float("inf")]
+        for r in range(3):
+            for which in ((0, 1) if r % 2 == 0 else (1, 0)):
+                flush_caches()
+                start = clock()
+                done = (ours, naive)[which](queries)
+                best[which] = min(best[which], (clock() - start) / done)
+        ours_us, naive_us = best[0] * 1e6, best[1] * 1e6
+        self.naive[(store, op, n)] = (ours_us, naive_us)
+        if not self.quiet:
+            print(f"{'naive':8} {store:10} {op:24} {n:>10,} {ours_us:10.3f} {naive_us:10.1f} "
+                  f"{ours_us / naive_us:8.4f}", flush=True)
 
     def measure(self, pattern: str, store: str, op: str, n: int, ours: Loop, base: Loop,
                 repeat: int | None = None) -> None:
@@ -185,6 +206,20 @@ def key_value_ops(res: Results, n: int, pattern: str, sample: list[str], store: 
             [(kk, base[kk]) for kk in sorted_keys[lo:hi]]
         return len(short)
     res.measure(pattern, "key_value", "range (<=100 keys)", n, ranges, ranges_base)
+    if pattern != "uniform":
+        return
+
+    def ranges_ours(queries: list[str]) -> int:
+        for k in queries:
+            list(kv_range(k, k[:-2] + "99"))
+        return len(queries)
+
+    def ranges_naive(queries: list[str]) -> int:  # dict + linear scan + sort of the hits
+        for k in queries:
+            hi = k[:-2] + "99"
+            sorted((kk, v) for kk, v in base.items() if k <= kk <= hi)
+        return len(queries)
+    res.measure_naive("key_value", "range (<=100 keys)", n, ranges_ours, ranges_naive, sample)
 
 
 # -- window -----------------------------------------------------------------------------------
@@ -262,6 +297,20 @@ def window_ops(res: Results, n: int, pattern: str, sample: list[tuple[str, int]]
             [(s, v) for s in range(start, start + span + 1, WINDOW_SIZE) if (v := g((k, s))) is not None]
         return len(short)
     res.measure(pattern, "window", "fetch (key, 10 windows)", n, fetches, fetches_base)
+    if pattern != "uniform":
+        return
+
+    def fetches_ours(queries: list[tuple[str, int]]) -> int:
+        for k, start in queries:
+            list(fetch(k, start, start + span))
+        return len(queries)
+
+    def fetches_naive(queries: list[tuple[str, int]]) -> int:  # dict + linear scan + sort of the hits
+        for k, start in queries:
+            hi = start + span
+            sorted((s, v) for (kk, s), v in base.items() if kk == k and start <= s <= hi)
+        return len(queries)
+    res.measure_naive("window", "fetch (key, 10 windows)", n, fetches_ours, fetches_naive, sample)
 
 
 # -- session ----------------------------------------------------------------------------------
@@ -334,6 +383,22 @@ def session_ops(res: Results, n: int, pattern: str, sample: list[tuple[str, int,
             [(Windowed(k, s[0], s[1]), s[2]) for s in base[k] if s[1] >= lo and s[0] <= hi]
         return len(sample)
     res.measure(pattern, "session", "find_sessions", n, finds, finds_base)
+    if pattern != "uniform":
+        return
+
+    def finds_ours(queries: list[tuple[str, int, int, int]]) -> int:
+        for k, _, start, _ in queries:
+            ts = start + 150
+            list(find(k, ts - GAP, ts + GAP))
+        return len(queries)
+
+    def finds_naive(queries: list[tuple[str, int, int, int]]) -> int:  # dict + linear scan over all sessions
+        for k, _, start, _ in queries:
+            ts = start + 150
+            lo, hi = ts - GAP, ts + GAP
+            sorted(((w.end, w.start), v) for w, v in by_window.items() if w.key == k and w.end >= lo and w.start <= hi)
+        return len(queries)
+    res.measure_naive("session", "find_sessions", n, finds_ours, finds_naive, sample)
 
 
 # -- versioned --------------------------------------------------------------------------------
@@ -416,6 +481,23 @@ def versioned_ops(res: Results, n: int, pattern: str, sample: list[tuple[str, in
             (values[i], stamps[i], stamps[i + 1] if i + 1 < len(stamps) else None)
         return len(sample)
     res.measure(pattern, "versioned", "get(key, as_of)", n, gets_as_of, as_of_base)
+    if pattern != "uniform":
+        return
+    flat = {(k, ts): v for k, (stamps, values) in base.items() for ts, v in zip(stamps, values, strict=True)}
+
+    def as_of_ours(queries: list[tuple[str, int]]) -> int:
+        for k, as_of in queries:
+            get(k, as_of)
+        return len(queries)
+
+    def as_of_naive(queries: list[tuple[str, int]]) -> int:  # dict (key, ts) -> value + linear scan
+        for k, as_of in queries:
+            valid_from = max((ts for (kk, ts) in flat if kk == k and ts <= as_of), default=None)
+            valid_to = min((ts for (kk, ts) in flat if kk == k and ts > as_of), default=None)
+            if valid_from is not None:
+                (flat[(k, valid_from)], valid_from, valid_to)
+        return len(queries)
+    res.measure_naive("versioned", "get(key, as_of)", n, as_of_ours, as_of_naive, sample)
 
 
 # -- memory -----------------------------------------------------------------------------------
@@ -477,6 +559,22 @@ def growth_table(res: Results, pattern: str, small: int, large: int) -> float:
     return worst
 
 
+def naive_table(res: Results, small: int, large: int) -> None:
+    """Print ours against the naive baseline (dict + a linear scan of every entry) for the range
+    queries, uniform access: µs/op at each size, the growth of both and how many times faster ours is."""
+    if not res.naive:
+        return
+    print(f"\nRange queries against the naive baseline (dict + linear scan of all entries), uniform access")
+    print(f"{'store':10} {'op':24} {'entries':>10} {'ours us/op':>11} {'naive us/op':>12} {'naive / ours':>13}")
+    for (store, op, n), (ours_us, naive_us) in res.naive.items():
+        print(f"{store:10} {op:24} {n:>10,} {ours_us:11.3f} {naive_us:12.1f} {naive_us / ours_us:13.0f}")
+    print(f"{'store':10} {'op':24} growth {small:,} -> {large:,}: ours x, naive x")
+    for (store, op, n), (ours_small, naive_small) in res.naive.items():
+        if n == small and (store, op, large) in res.naive:
+            ours_large, naive_large = res.naive[(store, op, large)]
+            print(f"{store:10} {op:24} {ours_large / ours_small:8.2f}x {naive_large / naive_small:10.1f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="sizes 1k and 10k, 20k ops, 3 repeats")
@@ -522,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     small, large = sizes[0], sizes[-1]
     worst = {p: growth_table(res, p, small, large) for p in ["build"] + patterns}
     print("\nworst raw growth (ours): " + ", ".join(f"{p} {w:.2f}x" for p, w in worst.items()))
+    naive_table(res, small, large)
 
     if not args.no_memory:
         print(f"\nPeak memory while building {large:,} entries (tracemalloc; keys/values pre-allocated)")

@@ -55,8 +55,8 @@ def check_optional_int(owner: str, arg: str, value: Any) -> int | None:
 def key_type_error(owner: str, key: Any, exc: BaseException) -> TypeError:
     """The error for a key that cannot be hashed or ordered against the store's other keys."""
     return TypeError(
-        f"{owner}: key {key!r} of type {type(key).__name__} cannot be stored: keys must be hashable and "
-        f"mutually comparable (str, bytes, int, tuples of those) ({exc})"
+        f"{owner}: key {key!r} of type {type(key).__name__} cannot be stored or looked up: keys must be "
+        f"hashable and mutually comparable (str, bytes, int, tuples of those) ({exc})"
     )
 
 

@@ -6,10 +6,13 @@ import logging
 from typing import Any
 
 from ..time import NO_STREAM_TIME
+from ._checks import key_type_error
 
 log = logging.getLogger("streamproc.stores")
 
 __all__ = ["StoreBase", "log"]
+
+_NO_KEY = object()
 
 
 class StoreBase:
@@ -24,7 +27,7 @@ class StoreBase:
     - ``close()`` drops the contents; ``is_open`` tells whether the store was closed.
     """
 
-    __slots__ = ("_dropped", "_observed", "_open", "name")
+    __slots__ = ("_dropped", "_observed", "_open", "_ref_key", "name")
     kind: str = ""
 
     def __init__(self, name: str) -> None:
@@ -32,6 +35,29 @@ class StoreBase:
         self._observed = NO_STREAM_TIME
         self._dropped = 0
         self._open = True
+        self._ref_key: Any = _NO_KEY  # a key the store holds, to order new keys against
+
+    # -- keys of one store must be mutually comparable (SEMANTICS.md section 0) ----------------
+    def _check_new_key(self, key: Any) -> None:
+        """Before a key the store may not hold yet is stored: TypeError (naming the store and the
+        key) if it cannot be ordered against a key the store holds; an empty store takes any key."""
+        ref = self._ref_key
+        if ref is _NO_KEY or len(self) == 0:  # type: ignore[arg-type]
+            self._ref_key = key
+        elif type(key) is not type(ref) or type(key) is tuple:
+            self._check_comparable(key)
+
+    def _check_comparable(self, key: Any) -> None:
+        """TypeError (naming the store and the key) if ``key`` cannot be ordered against the keys
+        the store holds (checked against one of them, as an ordered index would)."""
+        ref = self._ref_key
+        if ref is _NO_KEY or len(self) == 0:  # type: ignore[arg-type]
+            return
+        try:
+            key < ref  # noqa: B015 - only the comparison matters
+            ref < key  # noqa: B015
+        except TypeError as exc:
+            raise key_type_error(self._owner(), key, exc) from None
 
     @property
     def observed_stream_time(self) -> int:
@@ -58,6 +84,7 @@ class StoreBase:
     def close(self) -> None:
         """Release the contents. The store is empty afterwards; ``is_open`` becomes False."""
         self._clear()
+        self._ref_key = _NO_KEY
         self._open = False
 
     def __enter__(self) -> Any:

@@ -339,12 +339,16 @@ class ChangeLoggingSessionStore(_ChangeLogging):
     def retention(self) -> int:
         return self.inner.retention
 
-    def _log(self, session: Any, agg: Any, count_drop: bool, timestamp: int | None) -> bool:
+    def _log(self, session: Any, agg: Any, is_put: bool, timestamp: int | None) -> bool:
         inner = self.inner
         key, start, end = inner._unpack(session)
         kb = self._key_bytes(key)
         vb = self._value_bytes(agg)
-        if not inner._write(key, start, end, agg, count_drop):
+        if not is_put and inner.fetch_session(key, start, end) is None:
+            # remove of a session the store does not hold: nothing to log (a tombstone would be
+            # restored as put(session, None), which advances the observed time; remove does not)
+            return inner._write(key, start, end, agg, is_put)
+        if not inner._write(key, start, end, agg, is_put):
             return False
         ck = kb + _END_START(end, start)
         self._pending[ck] = _record(ChangelogRecord, (ck, vb, self._ts(timestamp)))

@@ -2,13 +2,14 @@
 
 A session is ``Windowed(key, start, end)`` with ``start <= end`` (both inclusive) and an aggregate.
 
-Rules (``observed`` is the largest session end ever given to ``put``/``remove``; starts at -1):
+Rules (``observed`` is the largest session end ever given to ``put``; starts at -1):
 
 - ``put(Windowed(key, start, end), agg)``: ``observed = max(observed, end)``; a session with
   ``end < observed - retention`` (strict) is expired: the put is dropped, counted in
   ``dropped_records`` and returns False. Otherwise the aggregate is stored (replacing) and ``put``
   returns True; ``agg is None`` removes the session.
-- ``remove(windowed)``: ``put(windowed, None)`` without counting a drop.
+- ``remove(windowed)``: removes the session if the store holds it; unlike ``put(windowed, None)``
+  it leaves ``observed`` as it is (as Kafka Streams' ``remove``) and counts no drop.
 - Expired sessions (``end < observed - retention``) are removed whenever ``observed`` advances, so
   they are never returned.
 - ``find_sessions(key, earliest_session_end, latest_session_start)``: the live sessions of ``key``
@@ -63,13 +64,12 @@ __all__ = ["SessionStore"]
 
 # Entry slots: [END, START, AGG, KEY]; AGG is None once the entry left the store.
 END, START, AGG, KEY = 0, 1, 2, 3
-_NO_KEY = object()
 
 
 class SessionStore(StoreBase):
     """An in-memory session store: sessions per key, plus a lazy end-time heap for expiry."""
 
-    __slots__ = ("_by_key", "_count", "_created", "_expiry", "_max_length", "_ref_key", "_seq", "retention")
+    __slots__ = ("_by_key", "_count", "_created", "_expiry", "_max_length", "_seq", "retention")
     kind = "session"
 
     def __init__(self, name: str, retention: Duration) -> None:
@@ -81,7 +81,6 @@ class SessionStore(StoreBase):
         self._count = 0
         self._max_length = 0
         self._seq = 0
-        self._ref_key: Any = _NO_KEY
         # whether the last _store/_replace that kept its session created a new window (True) or
         # overwrote an existing one (False): the change-logging wrapper's write cache reads it
         self._created = False
@@ -109,25 +108,6 @@ class SessionStore(StoreBase):
         except TypeError as exc:
             raise key_type_error(self._owner(), key, exc) from None
 
-    def _check_new_key(self, key: Any) -> None:
-        """A key the store does not hold yet must be orderable against the keys it holds."""
-        if self._ref_key is _NO_KEY or not self._by_key:
-            self._ref_key = key
-        else:
-            self._check_comparable(key)
-
-    def _check_comparable(self, key: Any) -> None:
-        """TypeError (naming the store and key) if ``key`` cannot be ordered against the stored keys
-        (checked against one stored key, as an ordered index would on insert or lookup)."""
-        ref = self._ref_key
-        if ref is _NO_KEY or not self._by_key:
-            return
-        try:
-            key < ref  # noqa: B015 - only the comparison matters
-            ref < key  # noqa: B015
-        except TypeError as exc:
-            raise key_type_error(self._owner(), key, exc) from None
-
     # -- writes -----------------------------------------------------------------------------
     def put(self, session: Windowed, agg: Any) -> bool:
         """Store ``agg`` for ``session``; ``None`` removes it. False when the session was expired."""
@@ -141,17 +121,21 @@ class SessionStore(StoreBase):
         key, start, end = self._unpack(session)
         return self._delete(key, start, end, False)
 
-    def _write(self, key: Any, start: int, end: int, agg: Any, count_drop: bool) -> bool:
+    def _write(self, key: Any, start: int, end: int, agg: Any, is_put: bool) -> bool:
+        """``put`` (``is_put``) or ``remove`` (agg None, not ``is_put``) of an unpacked session."""
         if agg is None:
-            return self._delete(key, start, end, count_drop)
+            return self._delete(key, start, end, is_put)
         return self._store(key, start, end, agg) is not None
 
-    def _delete(self, key: Any, start: int, end: int, count_drop: bool) -> bool:
-        """Remove session ``[start, end]`` of ``key`` (if present); False when it was expired."""
+    def _delete(self, key: Any, start: int, end: int, is_put: bool) -> bool:
+        """Remove session ``[start, end]`` of ``key`` (if present); False when it was expired.
+
+        ``is_put``: a ``put(session, None)``, which advances ``observed`` and counts an expired
+        session as a dropped record; else a ``remove``, which does neither."""
         obs = self._observed
-        new_obs = end if end > obs else obs
+        new_obs = end if (is_put and end > obs) else obs
         if end < new_obs - self.retention:
-            if count_drop:
+            if is_put:
                 self._dropped += 1
             return False
         lst = self._sessions_of(key)
@@ -347,6 +331,10 @@ class SessionStore(StoreBase):
         """The aggregate of session ``[start, end]`` of ``key``, or None."""
         if key is None:
             fail_key(self._owner())
+        if type(start) is not int:
+            start = check_int(self._owner(), "start", start)
+        if type(end) is not int:
+            end = check_int(self._owner(), "end", end)
         try:
             lst = self._by_key.get(key)
         except TypeError as exc:
@@ -402,7 +390,6 @@ class SessionStore(StoreBase):
         self._expiry.clear()
         self._count = 0
         self._max_length = 0
-        self._ref_key = _NO_KEY
 
 
 def _row_order(row: tuple[int, Any, int, Any]) -> tuple[int, Any, int]:

@@ -146,6 +146,7 @@ class VersionedKeyValueStore(StoreBase):
         interval = self.segment_interval
         result = VALID_TO_UNDEFINED
         if latest is None:
+            self._check_new_key(key)
             latest_map[key] = _record((value, timestamp, None))
             if value is None:
                 self._index(timestamp // interval, key)

@@ -114,6 +114,8 @@ class WindowStore(StoreBase):
             return False
         segs = self._segments
         seg = segs.get(window_start)
+        if value is not None and (seg is None or key not in seg):
+            self._check_new_key(key)
         try:
             if self.retain_duplicates:
                 if value is not None:

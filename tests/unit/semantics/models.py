@@ -120,8 +120,7 @@ class SessionModel:
         return True
 
     def remove(self, key: Any, start: int, end: int) -> None:
-        # Kafka's remove is put(session, null): it also advances observed.
-        self.observed = max(self.observed, end)
+        # Kafka's remove only deletes the session: unlike put(session, None) it leaves observed alone.
         self.sessions.pop((key, start, end), None)
 
     def live(self) -> list[tuple[Any, int, int, Any]]:

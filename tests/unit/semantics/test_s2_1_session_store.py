@@ -64,6 +64,18 @@ def test_put_none_removes_and_remove() -> None:
     assert kvs(s.all()) == []
 
 
+def test_remove_leaves_observed_time_but_put_none_advances_it() -> None:
+    """Kafka's ``remove`` only deletes; ``put(session, None)`` first advances observed (§2.1)."""
+    s = Stores.in_memory_session_store("s", 5)
+    s.put(Windowed("d", 0, 0), 59)
+    assert s.remove(Windowed("x", 3, 6))          # absent: a no-op
+    assert s.observed_stream_time == 0
+    assert kvs(s.all()) == [(("d", 0, 0), 59)]    # nothing expired
+    s.put(Windowed("x", 3, 6), None)              # absent too, but a put: observed = 6, [0,0] expires
+    assert s.observed_stream_time == 6
+    assert kvs(s.all()) == []
+
+
 def test_ordering_by_end_then_key_then_start() -> None:
     s = Stores.in_memory_session_store("s", 10_000)
     sessions = [("b", 5, 10), ("a", 7, 10), ("a", 2, 10), ("c", 0, 3), ("a", 12, 20), ("b", 15, 15)]
@@ -136,7 +148,7 @@ OPS = st.one_of(
 
 @given(st.integers(0, 40), seqs(OPS, 40, 100))
 def test_session_store_matches_model(retention: int, ops: list[tuple]) -> None:
-    """``remove`` is read as ``put(windowed, None)`` (Kafka): it also advances observed."""
+    """``put(windowed, None)`` advances observed; ``remove`` (as Kafka's) only deletes the session."""
     store = Stores.in_memory_session_store("s", retention)
     model = SessionModel(retention)
     for op in ops:

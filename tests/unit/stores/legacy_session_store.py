@@ -70,7 +70,8 @@ class LegacySessionStore(StoreBase):
 
     def _write(self, key: Any, start: int, end: int, agg: Any, count_drop: bool) -> bool:
         obs = self._observed
-        new_obs = end if end > obs else obs
+        # put advances the observed time; remove (count_drop False) leaves it alone, as Kafka's does
+        new_obs = end if (count_drop and end > obs) else obs
         if end < new_obs - self.retention:
             if count_drop:
                 self._dropped += 1

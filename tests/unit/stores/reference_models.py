@@ -117,6 +117,13 @@ class RefSession:
             self.sessions[(k, start, end)] = agg
         return True
 
+    def remove(self, k: Any, start: int, end: int) -> bool:
+        """Kafka's remove: deletes the session, leaves the observed time alone, counts no drop."""
+        if not self._live(end):
+            return False
+        self.sessions.pop((k, start, end), None)
+        return True
+
     def _rows(self) -> list[tuple[tuple[Any, int, int], Any]]:
         return [(s, a) for s, a in self.sessions.items() if self._live(s[2])]
 

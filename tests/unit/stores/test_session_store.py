@@ -118,7 +118,7 @@ def run_session_op(store: SessionStore, model: RefSession, op: tuple) -> None:
         assert store.put(Windowed(k, start, start + length), agg) == model.put(k, start, start + length, agg)
     elif name == "remove":
         _, k, start, length = op
-        assert store.remove(Windowed(k, start, start + length)) == model.put(k, start, start + length, None, False)
+        assert store.remove(Windowed(k, start, start + length)) == model.remove(k, start, start + length)
     elif name == "find":
         _, k, ee, ls = op
         assert as_rows(list(store.find_sessions(k, ee, ls))) == model_rows(model.find_sessions(k, ee, ls)), op
