@@ -564,7 +564,7 @@ def naive_table(res: Results, small: int, large: int) -> None:
     queries, uniform access: µs/op at each size, the growth of both and how many times faster ours is."""
     if not res.naive:
         return
-    print(f"\nRange queries against the naive baseline (dict + linear scan of all entries), uniform access")
+    print("\nRange queries against the naive baseline (dict + linear scan of all entries), uniform access")
     print(f"{'store':10} {'op':24} {'entries':>10} {'ours us/op':>11} {'naive us/op':>12} {'naive / ours':>13}")
     for (store, op, n), (ours_us, naive_us) in res.naive.items():
         print(f"{store:10} {op:24} {n:>10,} {ours_us:11.3f} {naive_us:12.1f} {naive_us / ours_us:13.0f}")

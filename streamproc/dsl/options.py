@@ -119,6 +119,25 @@ class Materialized:
     def with_key_serde(self, s: Any) -> Materialized:
         return replace(self, key_serde=s)
 
+    @staticmethod
+    def from_positional(name: Any, emit: Any, materialized: Materialized | None, op: str
+                        ) -> tuple[Any, Any, Materialized | None]:
+        """``(name, emit, materialized)`` with a ``Materialized`` given in the ``name`` or ``emit``
+        position moved to ``materialized`` (Kafka Streams style: ``count(Materialized.as_("n"))``);
+        the same options given twice are a ``ValueError``."""
+        for slot in ("name", "emit"):
+            value = name if slot == "name" else emit
+            if isinstance(value, Materialized):
+                if materialized is not None:
+                    raise ValueError(f"{op}: a Materialized given both positionally ({value!r}) and as "
+                                     f"materialized= ({materialized!r}); give it once")
+                materialized = value
+                if slot == "name":
+                    name = None
+                else:
+                    emit = None
+        return name, emit, materialized
+
     def with_value_serde(self, s: Any) -> Materialized:
         return replace(self, value_serde=s)
 

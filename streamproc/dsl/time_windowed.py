@@ -79,6 +79,7 @@ class TimeWindowedKStream:
                key_serde: Any, value_serde: Any, known_value_serde: Serde | None) -> KTable:
         from .ktable import KTable
 
+        name, emit, materialized = Materialized.from_positional(name, emit, materialized, f"{op}()")
         mat = materialized or Materialized()
         emit = _check_emit(emit if emit is not None else self.emit)
         stream = self._stream

@@ -19,7 +19,9 @@ Rules:
 - Output topics are queues: reading consumes. Records are captured from the start, whether or not
   ``output_topic()`` was called yet.
 - After each piped record the change-logged stores are drained into :meth:`changelog` (in order), so a
-  test can replay them into a fresh driver with ``TopologyTestDriver(..., changelogs=...)``.
+  test can replay them into a fresh driver with ``TopologyTestDriver(..., changelogs=...)``. Like a
+  changelog topic, a store's changelog holds the records replayed at start first, then the new ones,
+  so restarts chain: ``TopologyTestDriver(t, changelogs=previous.changelogs())`` again and again.
 - Piping into a topic the topology does not read is a ``ValueError`` naming it and listing the topics.
 """
 
@@ -358,13 +360,18 @@ class TopologyTestDriver:
     def _restore(self, name: str, records: Iterable[Any]) -> None:
         for task in self.tasks:
             if name in task.changelog_topics or name in task.changelog_topics.values():
-                task.restore(name, records)
+                replayed = list(records)
+                task.restore(name, replayed)
+                store = name if name in task.changelog_topics else next(
+                    s for s, t in task.changelog_topics.items() if t == name)
+                self._changelogs[store][:0] = replayed  # the topic keeps what was replayed
                 return
         raise ValueError(f"cannot restore {name!r}: no change-logged store or changelog topic of that name; "
                          f"stores: {sorted(self._changelogs)}")
 
     def changelog(self, store: str) -> list[Any]:
-        """Every changelog record ``store`` (a store name or changelog topic) produced so far, in order."""
+        """Every record of the changelog of ``store`` (a store name or changelog topic), in order: those
+        replayed into it at start, then those it produced."""
         if store not in self._changelogs:
             for task in self.tasks:
                 for name, topic in task.changelog_topics.items():

@@ -189,3 +189,20 @@ def test_source_serde_failure_names_the_record_position() -> None:
         task.process("in", 2, [Record(b"k", b"{not json", 1, topic="in", partition=2, offset=41)])
     with pytest.raises(ValueError, match=r"does not read topic 'nope'"):
         task.process("nope", 2, [])
+
+
+def test_materialized_may_be_given_positionally_once() -> None:
+    """``count(Materialized(...))`` as in Kafka Streams; given twice it is a ValueError."""
+    from streamproc.dsl import TimeWindows
+
+    b = StreamsBuilder()
+    grouped = b.stream("in").group_by_key()
+    grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace(10, 5)).count(
+        Materialized(name="sess", retention=500)).to_stream().to("out")
+    grouped.windowed_by(TimeWindows.of_size_and_grace(10, 5)).reduce(
+        lambda a, v: a + v, Materialized(name="tw", retention=700)).to_stream().to("out2")
+    text = b.build().describe()
+    assert "sess (session, retention=500 ms" in text and "retention=700 ms" in text
+    with pytest.raises(ValueError, match="given both positionally"):
+        grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace(10, 5)).count(
+            Materialized(name="x"), materialized=Materialized(name="y"))

@@ -93,3 +93,24 @@ def test_task_restore_by_changelog_topic_and_only_before_processing() -> None:
     import pytest
     with pytest.raises(ValueError, match="before processing"):
         fresh.restore("tbl", [])
+
+
+@settings(max_examples=60, deadline=None)
+@given(session_inputs, st.lists(st.integers(1, 39), min_size=1, max_size=4))
+def test_restarts_chain_like_a_changelog_topic(inputs, splits) -> None:
+    """A driver's changelog holds what was replayed into it, then what it wrote (as the topic does),
+    so restarting again and again from the last driver's changelogs loses nothing."""
+    topology = session_topology("aggregate", 10, 20)
+    with TopologyTestDriver(topology) as whole:
+        for _, key, value, ts in [("in", *i) for i in inputs]:
+            whole.input_topic("in").pipe(key, value, ts)
+        expected = _outputs(whole)
+    got, logs, done = [], None, 0
+    for cut in sorted(set(splits)) + [len(inputs)]:
+        with TopologyTestDriver(topology, changelogs=logs) as d:
+            for key, value, ts in inputs[done:cut]:
+                d.input_topic("in").pipe(key, value, ts)
+            got += _outputs(d)
+            logs = d.changelogs()
+        done = max(done, cut)
+    assert got == expected
