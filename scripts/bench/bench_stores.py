@@ -80,26 +80,23 @@ class Results:
         self.repeat = repeat
         self.quiet = quiet
         self.rows: dict[tuple[str, str, str, int], tuple[float, float]] = {}
-        #: (store, op, entries) -> (ours µs/op, naive linear-scan µs/op), uniform access
-        self.naive: dict[tuple[str, str, int], tuple[float, float]] = {}
+        #: (store, op, entries) -> naive linear-scan µs/op (uniform access)
+        self.naive: dict[tuple[str, str, int], float] = {}
 
-    def measure_naive(self, store: str, op: str, n: int, ours: Callable[[list[Any]], int],
-                      naive: Callable[[list[Any]], int], sample: list[Any]) -> None:
-        """Time a range query of ours against the naive baseline (every live entry scanned per
-        query), on the first ``NAIVE_SCAN_BUDGET // n`` queries of ``sample`` (at least 3), best of 3."""
+    def measure_naive(self, store: str, op: str, n: int, naive: Callable[[list[Any]], int],
+                      sample: list[Any]) -> None:
+        """Time the naive baseline of a range query (every live entry scanned per query) on the
+        first ``NAIVE_SCAN_BUDGET // n`` queries of ``sample`` (at least 3), best of 3 runs."""
         queries = sample[: max(3, NAIVE_SCAN_BUDGET // n)]
-        best = [float("inf"), float("inf")]
-        for r in range(3):
-            for which in ((0, 1) if r % 2 == 0 else (1, 0)):
-                flush_caches()
-                start = clock()
-                done = (ours, naive)[which](queries)
-                best[which] = min(best[which], (clock() - start) / done)
-        ours_us, naive_us = best[0] * 1e6, best[1] * 1e6
-        self.naive[(store, op, n)] = (ours_us, naive_us)
+        best = float("inf")
+        for _ in range(3):
+            flush_caches()
+            start = clock()
+            done = naive(queries)
+            best = min(best, (clock() - start) / done)
+        self.naive[(store, op, n)] = best * 1e6
         if not self.quiet:
-            print(f"{'naive':8} {store:10} {op:24} {n:>10,} {ours_us:10.3f} {naive_us:10.1f} "
-                  f"{ours_us / naive_us:8.4f}", flush=True)
+            print(f"{'naive':8} {store:10} {op:24} {n:>10,} {'':>10} {best * 1e6:10.1f}", flush=True)
 
     def measure(self, pattern: str, store: str, op: str, n: int, ours: Loop, base: Loop,
                 repeat: int | None = None) -> None:
@@ -209,17 +206,12 @@ def key_value_ops(res: Results, n: int, pattern: str, sample: list[str], store: 
     if pattern != "uniform":
         return
 
-    def ranges_ours(queries: list[str]) -> int:
-        for k in queries:
-            list(kv_range(k, k[:-2] + "99"))
-        return len(queries)
-
     def ranges_naive(queries: list[str]) -> int:  # dict + linear scan + sort of the hits
         for k in queries:
             hi = k[:-2] + "99"
             sorted((kk, v) for kk, v in base.items() if k <= kk <= hi)
         return len(queries)
-    res.measure_naive("key_value", "range (<=100 keys)", n, ranges_ours, ranges_naive, sample)
+    res.measure_naive("key_value", "range (<=100 keys)", n, ranges_naive, sample)
 
 
 # -- window -----------------------------------------------------------------------------------
@@ -300,17 +292,12 @@ def window_ops(res: Results, n: int, pattern: str, sample: list[tuple[str, int]]
     if pattern != "uniform":
         return
 
-    def fetches_ours(queries: list[tuple[str, int]]) -> int:
-        for k, start in queries:
-            list(fetch(k, start, start + span))
-        return len(queries)
-
     def fetches_naive(queries: list[tuple[str, int]]) -> int:  # dict + linear scan + sort of the hits
         for k, start in queries:
             hi = start + span
             sorted((s, v) for (kk, s), v in base.items() if kk == k and start <= s <= hi)
         return len(queries)
-    res.measure_naive("window", "fetch (key, 10 windows)", n, fetches_ours, fetches_naive, sample)
+    res.measure_naive("window", "fetch (key, 10 windows)", n, fetches_naive, sample)
 
 
 # -- session ----------------------------------------------------------------------------------
@@ -386,19 +373,13 @@ def session_ops(res: Results, n: int, pattern: str, sample: list[tuple[str, int,
     if pattern != "uniform":
         return
 
-    def finds_ours(queries: list[tuple[str, int, int, int]]) -> int:
-        for k, _, start, _ in queries:
-            ts = start + 150
-            list(find(k, ts - GAP, ts + GAP))
-        return len(queries)
-
     def finds_naive(queries: list[tuple[str, int, int, int]]) -> int:  # dict + linear scan over all sessions
         for k, _, start, _ in queries:
             ts = start + 150
             lo, hi = ts - GAP, ts + GAP
             sorted(((w.end, w.start), v) for w, v in by_window.items() if w.key == k and w.end >= lo and w.start <= hi)
         return len(queries)
-    res.measure_naive("session", "find_sessions", n, finds_ours, finds_naive, sample)
+    res.measure_naive("session", "find_sessions", n, finds_naive, sample)
 
 
 # -- versioned --------------------------------------------------------------------------------
@@ -485,11 +466,6 @@ def versioned_ops(res: Results, n: int, pattern: str, sample: list[tuple[str, in
         return
     flat = {(k, ts): v for k, (stamps, values) in base.items() for ts, v in zip(stamps, values, strict=True)}
 
-    def as_of_ours(queries: list[tuple[str, int]]) -> int:
-        for k, as_of in queries:
-            get(k, as_of)
-        return len(queries)
-
     def as_of_naive(queries: list[tuple[str, int]]) -> int:  # dict (key, ts) -> value + linear scan
         for k, as_of in queries:
             valid_from = max((ts for (kk, ts) in flat if kk == k and ts <= as_of), default=None)
@@ -497,7 +473,7 @@ def versioned_ops(res: Results, n: int, pattern: str, sample: list[tuple[str, in
             if valid_from is not None:
                 (flat[(k, valid_from)], valid_from, valid_to)
         return len(queries)
-    res.measure_naive("versioned", "get(key, as_of)", n, as_of_ours, as_of_naive, sample)
+    res.measure_naive("versioned", "get(key, as_of)", n, as_of_naive, sample)
 
 
 # -- memory -----------------------------------------------------------------------------------
@@ -560,19 +536,21 @@ def growth_table(res: Results, pattern: str, small: int, large: int) -> float:
 
 
 def naive_table(res: Results, small: int, large: int) -> None:
-    """Print ours against the naive baseline (dict + a linear scan of every entry) for the range
-    queries, uniform access: µs/op at each size, the growth of both and how many times faster ours is."""
+    """Print ours (the uniform-access rows) against the naive baseline (dict + a linear scan of every
+    entry) for the range queries: µs/op at each size, how many times faster ours is, and the growth
+    of both from the smallest to the largest size."""
     if not res.naive:
         return
     print("\nRange queries against the naive baseline (dict + linear scan of all entries), uniform access")
     print(f"{'store':10} {'op':24} {'entries':>10} {'ours us/op':>11} {'naive us/op':>12} {'naive / ours':>13}")
-    for (store, op, n), (ours_us, naive_us) in res.naive.items():
+    for (store, op, n), naive_us in res.naive.items():
+        ours_us = res.rows[("uniform", store, op, n)][0]
         print(f"{store:10} {op:24} {n:>10,} {ours_us:11.3f} {naive_us:12.1f} {naive_us / ours_us:13.0f}")
-    print(f"{'store':10} {'op':24} growth {small:,} -> {large:,}: ours x, naive x")
-    for (store, op, n), (ours_small, naive_small) in res.naive.items():
+    print(f"growth {small:,} -> {large:,} entries:")
+    for (store, op, n), naive_small in res.naive.items():
         if n == small and (store, op, large) in res.naive:
-            ours_large, naive_large = res.naive[(store, op, large)]
-            print(f"{store:10} {op:24} {ours_large / ours_small:8.2f}x {naive_large / naive_small:10.1f}x")
+            ours_x = res.rows[("uniform", store, op, large)][0] / res.rows[("uniform", store, op, small)][0]
+            print(f"{store:10} {op:24} ours {ours_x:6.2f}x   naive {res.naive[(store, op, large)] / naive_small:8.1f}x")
 
 
 def main(argv: list[str] | None = None) -> int:
