@@ -218,7 +218,8 @@ def _stream_time_fixup(store: Any, records: list[tuple[bytes, bytes | None, int]
         inner.put(store.key_serde.deserialize(key_bytes, where), None, observed)
     else:
         key_bytes, _, _ = split_session_changelog_key(kb, where)
-        inner.remove(Windowed(store.key_serde.deserialize(key_bytes, where), observed, observed))
+        # put(session, None), not remove: only a put advances the observed time
+        inner.put(Windowed(store.key_serde.deserialize(key_bytes, where), observed, observed), None)
 
 
 @contextlib.contextmanager
