@@ -279,7 +279,8 @@ class SessionAggregateProcessor(Processor):
 
     def _take_closing(self, close_time: int) -> list[tuple[Windowed, Any]]:
         """Pop the heap items with ``end < close_time`` and read (before expiry) those sessions the
-        store still has, in ``(end, key, start)`` order.
+        store still has, in ``(end, key, start)`` order; sessions ending before ``last_emitted_close``
+        are not emitted (with the initial -1, those ending before -1: negative event times).
 
         Fast path: an item carries the store's entry; a removed or expired entry (agg None) is
         skipped, an entry extended in place since its item was pushed is pushed again under its
@@ -292,6 +293,7 @@ class SessionAggregateProcessor(Processor):
         out = []
         previous = None
         pop = heapq.heappop
+        lowest = self.last_emitted_close  # only ends in [last_emitted_close, close_time) are emitted
         while heap and heap[0][0] < close_time:
             end, key, start, _, entry = pop(heap)
             if entry is not None:
@@ -302,9 +304,10 @@ class SessionAggregateProcessor(Processor):
                     self._seq += 1
                     heapq.heappush(heap, (entry[0], key, entry[1], self._seq, entry))
                     continue
-                out.append((_windowed(Windowed, (key, start, end)), agg))
+                if end >= lowest:
+                    out.append((_windowed(Windowed, (key, start, end)), agg))
                 continue
-            if (end, key, start) == previous:
+            if (end, key, start) == previous or end < lowest:
                 continue
             previous = (end, key, start)
             agg = fetch(key, start, end)

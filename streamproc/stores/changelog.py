@@ -279,19 +279,25 @@ class ChangeLoggingWindowStore(_ChangeLogging):
         return self.inner.retain_duplicates
 
     def put(self, key: Any, value: Any, window_start: int, timestamp: int | None = None) -> bool:
-        """``inner.put(...)``; an applied put is logged, a dropped one is not. Returns ``inner.put``'s result."""
+        """``inner.put(...)``; an applied put is logged, a dropped one is not (except that a dropped
+        put which advanced the observed time, possible only with grace 0, logs a tombstone for its
+        window, so a restore reaches the same time). Returns ``inner.put``'s result."""
         kb = self._key_bytes(key)
         vb = self._value_bytes(value)
         inner = self.inner
-        if not inner.put(key, value, window_start):
-            return False
+        observed = inner.observed_stream_time
+        applied = inner.put(key, value, window_start)
+        if not applied:
+            if inner.observed_stream_time == observed:
+                return False
+            vb = None
         if inner.retain_duplicates:
             seq = self._seq = (self._seq + 1) & _SEQ_MASK
             ck = window_changelog_key(kb, window_start, seq)
         else:
             ck = window_changelog_key(kb, window_start)
         self._pending[ck] = ChangelogRecord(ck, vb, self._ts(timestamp))
-        return True
+        return applied
 
     def _restore_one(self, record: Any) -> None:
         dups = self.inner.retain_duplicates

@@ -319,3 +319,29 @@ def test_rekeyed_session_aggregation_matches_model(gap: int, grace: int, on_clos
         for k, v, ts in records:
             d.input_topic("in").pipe(k, v, ts)
             assert recs(d.output_topic("out").read_records()) == model.process(v + k[0], v, ts)
+
+
+def test_on_close_emits_only_from_last_emitted_close_so_restart_changes_nothing() -> None:
+    """``last_emitted_close`` starts at -1: a session ending before it (negative event time) is never
+    forwarded, by the running task nor after a restart from the changelogs (§2.2)."""
+    def build() -> Any:
+        b = StreamsBuilder()
+        (b.stream("in").group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(9, 13))
+         .count(name="c", emit=EmitStrategy.ON_WINDOW_CLOSE).to_stream().to("out"))
+        return b.build()
+
+    inputs = [("a", 12), ("c", -3), ("a", 51)]
+    with TopologyTestDriver(build()) as whole:
+        for key, ts in inputs:
+            whole.input_topic("in").pipe(key, 1, ts)
+        expected = [(r.key, r.value, r.timestamp) for r in whole.output_topic("out").read_records()]
+    assert expected == [(("a", 12, 12), 1, 12)]
+    with TopologyTestDriver(build()) as first:
+        for key, ts in inputs[:2]:
+            first.input_topic("in").pipe(key, 1, ts)
+        got = [(r.key, r.value, r.timestamp) for r in first.output_topic("out").read_records()]
+        logs = first.changelogs()
+    with TopologyTestDriver(build(), changelogs=logs) as second:
+        second.input_topic("in").pipe("a", 1, 51)
+        got += [(r.key, r.value, r.timestamp) for r in second.output_topic("out").read_records()]
+    assert got == expected

@@ -311,3 +311,18 @@ def test_session_fast_path_elides_only_sessions_created_since_the_last_drain() -
     log += drained
     assert _session_state(_restored_session_store(log)) == _session_state(s)
     assert [kv.key for kv in s.inner.all()] == [Windowed("a", 0, 9)]
+
+
+@pytest.mark.parametrize("dups", [False, True])
+def test_window_grace_zero_drop_that_advances_time_is_restored(dups: bool) -> None:
+    """With grace 0 every put is dropped, yet it advances the observed time: a tombstone of its
+    window carries that time to a restore (contents stay empty either way)."""
+    live = change_logged(Stores.in_memory_window_store("w", 5, 4, grace=0, retain_duplicates=dups))
+    assert live.put("k", 1, 20) is False
+    assert live.put("k", 1, 10) is False          # late: no record, no time change
+    records = live.drain()
+    assert [r.value for r in records] == [None]
+    fresh = change_logged(Stores.in_memory_window_store("w", 5, 4, grace=0, retain_duplicates=dups))
+    fresh.restore(records)
+    assert fresh.inner.observed_stream_time == live.inner.observed_stream_time == 20
+    assert list(fresh.all()) == list(live.all()) == []
