@@ -13,6 +13,8 @@ log = logging.getLogger("streamproc.stores")
 __all__ = ["StoreBase", "log"]
 
 _NO_KEY = object()
+#: key types whose values always order against each other (no comparison needed to admit a new key)
+_ALWAYS_ORDERED = frozenset({str, bytes, int})
 
 
 class StoreBase:
@@ -44,7 +46,7 @@ class StoreBase:
         ref = self._ref_key
         if ref is _NO_KEY or len(self) == 0:  # type: ignore[arg-type]
             self._ref_key = key
-        elif type(key) is not type(ref) or type(key) is tuple:
+        elif type(key) is not type(ref) or type(key) not in _ALWAYS_ORDERED:
             self._check_comparable(key)
 
     def _check_comparable(self, key: Any) -> None:
