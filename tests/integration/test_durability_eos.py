@@ -22,7 +22,7 @@ from tests.integration.test_daemon_support import (
     running_app,
     wait_until,
 )
-from tests.integration.test_durability_support import read_all, recent_click_stream
+from tests.integration.durability_support import read_all, recent_click_stream
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 

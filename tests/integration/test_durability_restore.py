@@ -19,7 +19,7 @@ from streamproc.runtime.restore import Restorer
 from streamproc.runtime.task import Task, TaskId
 from tests.fixtures.kafka import Out, produce, topic_partitions, unique_name
 from tests.integration.test_daemon_support import running_app, wait_until
-from tests.integration.test_durability_support import topic_configs
+from tests.integration.durability_support import topic_configs
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
