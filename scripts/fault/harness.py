@@ -273,7 +273,11 @@ async def unprocessed(bootstrap: str, group: str, topic: str, partitions: int) -
         await consumer.stop()
 
 
-async def read_all(bootstrap: str, topic: str, isolation_level: str) -> list[Any]:
+async def read_all(bootstrap: str, topic: str, isolation_level: str, *, timeout: float = 300.0,
+                   missing_ok: bool = True) -> list[Any]:
+    """Every record of ``topic`` below the end offsets read at the call (for read_committed: the
+    last stable offsets), in partition order. A topic without metadata after 30 s gives ``[]``
+    (``missing_ok``) or a TimeoutError; so does a read not done in ``timeout`` seconds."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
@@ -281,21 +285,25 @@ async def read_all(bootstrap: str, topic: str, isolation_level: str) -> list[Any
     await consumer.start()
     try:
         parts: Any = None
-        deadline = time.monotonic() + 30
+        metadata_deadline = time.monotonic() + 30
         while not parts:
             await consumer._client.force_metadata_update()
             parts = consumer.partitions_for_topic(topic)
-            if not parts and time.monotonic() > deadline:
-                return []
+            if not parts and time.monotonic() > metadata_deadline:
+                if missing_ok:
+                    return []
+                raise TimeoutError(f"topic {topic!r} has no metadata after 30 s")
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)
         out: list[Any] = []
         todo = {tp for tp in tps if ends[tp] > 0}
-        deadline = time.monotonic() + 300
+        for tp in tps:
+            await consumer.seek_to_beginning(tp)
+        deadline = time.monotonic() + timeout
         while todo:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic}: {sorted(todo)} not done")
+                raise TimeoutError(f"read_all({topic!r}): partitions {sorted(todo)} not read to {ends} in {timeout} s")
             batch = await consumer.getmany(*todo, timeout_ms=300, max_records=50_000)
             for tp, msgs in batch.items():
                 out.extend(m for m in msgs if m.offset < ends[tp])

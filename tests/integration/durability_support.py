@@ -1,5 +1,6 @@
 """Helpers of the durability integration tests (``test_durability_*.py``).
 
+* :func:`harness`: ``scripts/fault/harness.py`` loaded as a module.
 * :func:`read_all`: every record of a topic (all partitions) up to its end offsets, with a chosen
   isolation level (``read_committed`` for exactly-once outputs and changelogs).
 * :func:`restored_task`: a :class:`Task` whose change-logged stores are rebuilt from what the
@@ -10,51 +11,36 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from streamproc.runtime.task import Task
 
-__all__ = ["read_all", "restored_task", "store_contents", "topic_configs"]
+__all__ = ["harness", "read_all", "restored_task", "store_contents", "topic_configs"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def harness() -> Any:
+    """``scripts/fault/harness.py`` as a module (loaded once)."""
+    name = "streamproc_fault_harness"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "fault" / "harness.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 async def read_all(bootstrap: str, topic: str, *, isolation_level: str = "read_uncommitted",
                    timeout: float = 120.0) -> list[Any]:
     """Every record of ``topic`` below the end offsets read at the call (for read_committed: the
-    last stable offsets), in partition order."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                auto_offset_reset="earliest", isolation_level=isolation_level)
-    await consumer.start()
-    try:
-        deadline = time.monotonic() + 30
-        parts = None
-        while not parts:
-            await consumer._client.force_metadata_update()
-            parts = consumer.partitions_for_topic(topic)
-            if not parts and time.monotonic() > deadline:
-                raise TimeoutError(f"topic {topic!r} has no metadata after 30 s")
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        out: list[Any] = []
-        deadline = time.monotonic() + timeout
-        todo = {tp for tp in tps if ends[tp] > 0}
-        for tp in tps:
-            await consumer.seek_to_beginning(tp)
-        while todo:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"read_all({topic!r}): partitions {sorted(todo)} not read to {ends} in {timeout} s")
-            batch = await consumer.getmany(*todo, timeout_ms=200, max_records=20_000)
-            for tp, msgs in batch.items():
-                out.extend(m for m in msgs if m.offset < ends[tp])
-            for tp in list(todo):
-                if await consumer.position(tp) >= ends[tp]:
-                    todo.discard(tp)
-        return out
-    finally:
-        await consumer.stop()
+    last stable offsets), in partition order; the harness's reader, failing on a missing topic."""
+    return list(await harness().read_all(bootstrap, topic, isolation_level, timeout=timeout, missing_ok=False))
 
 
 async def restored_task(topology: Any, application_id: str, bootstrap: str, subtopology: int,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
+from tests.integration.durability_support import read_all, recent_click_stream
 from tests.integration.test_daemon_support import (
     committed_offsets,
     decode,
@@ -22,7 +23,6 @@ from tests.integration.test_daemon_support import (
     running_app,
     wait_until,
 )
-from tests.integration.durability_support import read_all, recent_click_stream
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 

@@ -7,31 +7,18 @@ final state of every store, rebuilt from its changelog, equals the driver's.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.integration.durability_support import harness
+
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parents[2]
 RECORDS = int(os.environ.get("STREAMPROC_FAULT_RECORDS", "30000"))
 KILLS = int(os.environ.get("STREAMPROC_FAULT_KILLS", "2"))
 SEED = int(os.environ.get("STREAMPROC_FAULT_SEED", "0")) or None
-
-
-def harness() -> Any:
-    name = "streamproc_fault_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "fault" / "harness.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.mark.parametrize("guarantee, seed", [("at_least_once", 11), ("exactly_once_v2", 12)])

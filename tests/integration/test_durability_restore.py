@@ -18,8 +18,8 @@ from streamproc.records import Windowed
 from streamproc.runtime.restore import Restorer
 from streamproc.runtime.task import Task, TaskId
 from tests.fixtures.kafka import Out, produce, topic_partitions, unique_name
-from tests.integration.test_daemon_support import running_app, wait_until
 from tests.integration.durability_support import topic_configs
+from tests.integration.test_daemon_support import running_app, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 

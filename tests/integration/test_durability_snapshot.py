@@ -22,8 +22,8 @@ from streamproc.runtime.snapshot import read_snapshot, write_snapshot
 from streamproc.runtime.task import TaskId
 from streamproc.stores.changelog_format import session_changelog_key
 from tests.fixtures.kafka import Out, end_offsets, kafka_admin, produce, unique_name
-from tests.integration.test_daemon_support import committed_offsets, running_app
 from tests.integration.durability_support import recent_click_stream, restored_task, store_contents
+from tests.integration.test_daemon_support import committed_offsets, running_app
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
