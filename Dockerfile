@@ -8,14 +8,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY streamproc ./streamproc
 COPY topologies ./topologies
-RUN pip install .
+# gcc only while installing: setup.py compiles the hot path with Cython (streamproc/_native.py)
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install . \
+    && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
 CMD ["streamproc", "--help"]
 
 FROM runtime AS test
-RUN pip install '.[test]'
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install '.[test]' && rm -rf /var/lib/apt/lists/*
 COPY tests ./tests
 COPY scripts ./scripts
 CMD ["python", "-m", "pytest", "-m", "kafka and not cluster", "tests/integration"]

@@ -3,8 +3,10 @@
 #
 #   1. python venv   : $STREAMPROC_VENV (default .venv), created with python3.11 when missing
 #   2. package       : pip install -e '.[test]' when pyproject.toml changed since the last install
-#   3. kafka jars    : scripts/kafka/localkafka.py install (mvn; no download once cached)
-#   4. spark jars    : scripts/spark/fetch_jars.py (the Spark connector; no download once cached)
+#   3. native        : the compiled hot path (Cython, setup.py build_ext --inplace) rebuilt when a
+#                      compiled module's source changed (streamproc runs a stale one from source)
+#   4. kafka jars    : scripts/kafka/localkafka.py install (mvn; no download once cached)
+#   5. spark jars    : scripts/spark/fetch_jars.py (the Spark connector; no download once cached)
 #
 # Caches live outside git: $STREAMPROC_CACHE (default ~/.cache/streamproc).
 set -euo pipefail
@@ -44,6 +46,19 @@ install_package() {
   fi
 }
 
+build_native() {
+  # Once per state of the sources: a machine without a C compiler runs everything from source.
+  local stamp="$VENV/.streamproc-native" want
+  want="$(cat setup.py streamproc/_native.py streamproc/*.py streamproc/*/*.py | sha256sum | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  if ! env -u STREAMPROC_PURE_PYTHON "$VENV/bin/python" -m streamproc.cli native --check >/dev/null 2>&1; then
+    step "compiled hot path (setup.py build_ext --inplace)"
+    "$VENV/bin/python" setup.py -q build_ext --inplace 2>&1 | grep -v '^warning: \|^Compiling \|^\[' || true
+    "$VENV/bin/python" -m streamproc.cli native | tail -n 1
+  fi
+  echo "$want" > "$stamp"
+}
+
 fetch_kafka_jars() {
   step "kafka jars (Maven Central)"
   "$VENV/bin/python" scripts/kafka/localkafka.py install
@@ -59,5 +74,6 @@ fetch_spark_jars() {
 
 setup_venv
 install_package
+build_native
 fetch_kafka_jars
 fetch_spark_jars

@@ -9,6 +9,10 @@ This module is the public API; everything else is internal and may change.
 
 from __future__ import annotations
 
+from . import _native
+
+_native.install()  # compiled hot path, or its Python source (see streamproc/_native.py)
+
 from . import serde
 from .config import Config, ConfigError
 from .dsl import (

@@ -212,12 +212,31 @@ def _reprocess(args: argparse.Namespace) -> int:
     return run_reprocess(args)
 
 
+# ---- native: which hot-path modules run compiled ---------------------------------------------------
+
+
+def _configure_native(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--check", action="store_true", help="exit 1 when any module runs from its Python source")
+
+
+def _native(args: argparse.Namespace) -> int:
+    from . import _native
+
+    current = _native.status()
+    for module, why in current.items():
+        print(f"{module:45} {why}")
+    compiled = sum(1 for why in current.values() if why == "compiled")
+    print(f"{compiled}/{len(current)} hot-path modules compiled")
+    return 1 if args.check and compiled != len(current) else 0
+
+
 # ---- the parser -----------------------------------------------------------------------------------
 
 COMMANDS: list[Command] = [
     Command("run", "run a topology as a daemon on Kafka", _configure_run, _run),
     Command("describe", "print a topology's sub-topologies, topics and stores", _configure_describe, _describe),
     Command("reprocess", "re-run a topology over history on Spark", _configure_reprocess, _reprocess),
+    Command("native", "list the hot-path modules and whether each runs compiled", _configure_native, _native),
 ]
 
 

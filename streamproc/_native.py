@@ -1,0 +1,163 @@
+"""The modules of the per-record hot path that are compiled with Cython, and the way back to source.
+
+``setup.py`` compiles every module in :data:`MODULES` (unchanged Python source, compiled with
+``annotation_typing=False`` so it behaves exactly as the interpreted code) when a C compiler and
+Cython are available, and records the SHA-256 of each source it compiled in
+``streamproc/_native_build.json``. The extension modules sit next to their ``.py`` sources.
+
+At ``import streamproc``, :func:`install` makes Python load the ``.py`` source instead of a
+compiled module when
+
+* ``STREAMPROC_PURE_PYTHON`` is set to a non-empty value other than ``0`` (benchmark baselines,
+  debugging, profiling with py-spy, which sees no frames inside compiled code), or
+* the compiled module is **stale**: its source changed since it was compiled, or it was not
+  compiled by ``setup.py`` (not in the build record). A stale compiled module is never run; a
+  warning names it and the command that rebuilds it (``bash scripts/setup.sh`` does it too).
+
+Without a compiler everything runs from source with the same results (the compiled code is the same
+code). ``streamproc native`` prints which modules run compiled; ``--check`` exits 1 when any
+module would run from source.
+
+This module imports only the standard library (``setup.py`` reads it before anything is installed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["BUILD_RECORD", "ENV_PURE", "MODULES", "install", "source_digest", "status"]
+
+#: Modules compiled by ``setup.py`` (dotted names): the code every record runs through.
+MODULES: tuple[str, ...] = (
+    "streamproc.serde",
+    "streamproc.processors.base",
+    "streamproc.processors.io",
+    "streamproc.processors.join_index",
+    "streamproc.processors.serdes",
+    "streamproc.processors.session_aggregate",
+    "streamproc.processors.stateless",
+    "streamproc.processors.stream_join",
+    "streamproc.processors.table",
+    "streamproc.processors.window_aggregate",
+    "streamproc.stores._checks",
+    "streamproc.stores.base",
+    "streamproc.stores.changelog",
+    "streamproc.stores.changelog_format",
+    "streamproc.stores.iterators",
+    "streamproc.stores.key_value",
+    "streamproc.stores.session",
+    "streamproc.stores.versioned",
+    "streamproc.stores.window",
+    "streamproc.runtime.acks",
+    "streamproc.runtime.producer",
+    "streamproc.runtime.task",
+    "streamproc.purgatory.timer",
+)
+
+#: File (in the ``streamproc`` package) recording the digest of each compiled module's source.
+BUILD_RECORD = "_native_build.json"
+#: Environment variable: set (not ``0``) to run every module from its Python source.
+ENV_PURE = "STREAMPROC_PURE_PYTHON"
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_log = logging.getLogger("streamproc.native")
+_installed: dict[str, str] = {}  # module -> why it runs from source ("" once install() ran: compiled)
+
+
+def source_digest(path: Path) -> str:
+    """SHA-256 (hex) of a source file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def source_path(module: str, package_dir: Path = _PACKAGE_DIR) -> Path:
+    """The ``.py`` file of ``module`` (a dotted name under ``streamproc``)."""
+    parts = module.split(".")
+    if parts[0] != "streamproc":
+        raise ValueError(f"not a streamproc module: {module!r}")
+    return package_dir.joinpath(*parts[1:]).with_suffix(".py")
+
+
+def compiled_path(module: str, package_dir: Path = _PACKAGE_DIR) -> Path | None:
+    """The extension module file of ``module`` next to its source, or None when there is none."""
+    source = source_path(module, package_dir)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = source.with_name(source.stem + suffix)
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def pure_requested(environ: os._Environ[str] | dict[str, str] | None = None) -> bool:
+    """Whether ``STREAMPROC_PURE_PYTHON`` asks for the Python source of every module."""
+    value = (os.environ if environ is None else environ).get(ENV_PURE, "").strip()
+    return value not in ("", "0")
+
+
+def status(package_dir: Path = _PACKAGE_DIR, environ: dict[str, str] | None = None,
+           modules: Sequence[str] = MODULES) -> dict[str, str]:
+    """For each module: ``"compiled"`` or why it runs from source (``"source: ..."``)."""
+    record_file = package_dir / BUILD_RECORD
+    try:
+        record = json.loads(record_file.read_text()) if record_file.exists() else {}
+    except (OSError, ValueError) as exc:
+        _log.warning("ignoring unreadable %s (%s): every module runs from source", record_file, exc)
+        record = {}
+    pure = pure_requested(environ)  # type: ignore[arg-type]
+    out: dict[str, str] = {}
+    for module in modules:
+        if compiled_path(module, package_dir) is None:
+            out[module] = "source: not compiled"
+        elif pure:
+            out[module] = f"source: {ENV_PURE} is set"
+        elif record.get(module) is None:
+            out[module] = f"source: compiled module not recorded in {BUILD_RECORD} (stale)"
+        elif record[module] != source_digest(source_path(module, package_dir)):
+            out[module] = "source: source changed since it was compiled (stale)"
+        else:
+            out[module] = "compiled"
+    return out
+
+
+class _SourceFinder(importlib.abc.MetaPathFinder):
+    """Finds the listed modules as their ``.py`` source (ahead of the compiled extension)."""
+
+    def __init__(self, sources: dict[str, Path]) -> None:
+        self.sources = sources
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        source = self.sources.get(fullname)
+        if source is None:
+            return None
+        return importlib.util.spec_from_file_location(fullname, source)
+
+
+def install() -> dict[str, str]:
+    """Route the modules that must not run compiled to their source (idempotent; called by
+    ``streamproc/__init__``). Returns :func:`status` as it was applied."""
+    if _installed:
+        return dict(_installed)
+    current = status()
+    sources = {m: source_path(m) for m, why in current.items() if why != "compiled"}
+    stale = sorted(m for m, why in current.items() if why.endswith("(stale)"))
+    if stale:
+        _log.warning("compiled modules out of date, running their Python source instead: %s "
+                     "(rebuild: bash scripts/setup.sh, or python setup.py build_ext --inplace)",
+                     ", ".join(stale))
+    already = [m for m in sources if m in sys.modules]
+    if already:  # imported before streamproc/__init__ ran (cannot happen through a normal import)
+        _log.warning("modules imported before streamproc could choose source or compiled: %s", already)
+    if sources:
+        sys.meta_path.insert(0, _SourceFinder(sources))
+    _installed.update(current)
+    return dict(current)
