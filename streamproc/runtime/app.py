@@ -37,6 +37,7 @@ final commit and are raised from :meth:`StreamApp.run`.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 import uuid
@@ -76,24 +77,6 @@ class RecordError(StreamprocError):
 
 class ShutdownTimeoutError(StreamprocError):
     """The graceful stop did not finish within ``shutdown_timeout_ms``."""
-
-
-class _Cursor:
-    """Iterates ``records[start:]`` remembering the index of the last record handed out, so an
-    exception raised by a task is pinned on the record that caused it."""
-
-    __slots__ = ("index", "records", "start")
-
-    def __init__(self, records: Sequence[Any], start: int) -> None:
-        self.records = records
-        self.start = start
-        self.index = start - 1
-
-    def __iter__(self) -> Any:
-        records = self.records
-        for i in range(self.start, len(records)):
-            self.index = i
-            yield records[i]
 
 
 class _Listener(ConsumerRebalanceListener):
@@ -191,6 +174,9 @@ class StreamApp(Service):
         ``shutdown_timeout_ms``). Raises the fatal error, if any."""
         self._running = True
         self._run_done = asyncio.Event()
+        previous_gc = gc.get_threshold()
+        if self.config.gc_threshold:
+            gc.set_threshold(self.config.gc_threshold, *previous_gc[1:])
         try:
             try:
                 await self.start()
@@ -205,6 +191,7 @@ class StreamApp(Service):
                 self._set_fatal(ShutdownTimeoutError(
                     f"graceful stop did not finish within shutdown_timeout_ms={self.config.shutdown_timeout_ms}"))
         finally:
+            gc.set_threshold(*previous_gc)
             self._running = False
             self._run_done.set()
         if self.fatal is not None:
@@ -378,15 +365,15 @@ class StreamApp(Service):
         start = 0
         n = len(records)
         while start < n:
-            cursor = _Cursor(records, start)
             try:
-                task.process(tp.topic, tp.partition, cursor)
+                task.process(tp.topic, tp.partition, records[start:] if start else records)
                 return
             except Exception as exc:  # routed by the error policy
-                if cursor.index < start:
+                if task.last_count == 0:
                     raise  # failed before any record: not a record error
-                self._record_error(exc, tp, records[cursor.index], buf)
-                start = cursor.index + 1
+                failed = start + task.last_count - 1
+                self._record_error(exc, tp, records[failed], buf)
+                start = failed + 1
 
     def _record_error(self, exc: Exception, tp: TopicPartition, rec: Any, buf: SendBuffer) -> None:
         stage = classify(exc)

@@ -100,6 +100,8 @@ class Task:
         self._initialized = False
         self._closed = False
         self._records_in = 0
+        #: records of the last ``process`` call handed to the graph (the failing one included)
+        self.last_count = 0
         self._records_out = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -147,7 +149,11 @@ class Task:
 
     # -- processing -----------------------------------------------------------------------------
     def process(self, topic: str, partition: int, records: Iterable[Any]) -> None:
-        """Run the graph over ``records`` of ``topic``/``partition`` (synchronously, in order)."""
+        """Run the graph over ``records`` of ``topic``/``partition`` (synchronously, in order).
+
+        Afterwards, also when it raises, :attr:`last_count` is how many records were handed to the
+        graph (so ``records[last_count - 1]`` is the one that failed)."""
+        self.last_count = 0
         source = self._sources.get(topic)
         if source is None:
             raise ValueError(f"task {self.id} does not read topic {topic!r}; its topics: {sorted(self._sources)}")
@@ -168,6 +174,7 @@ class Task:
             raise
         finally:
             self._records_in += count
+            self.last_count = count
             self.current = _NO_RECORD
 
     @staticmethod

@@ -39,7 +39,7 @@ def test_parser_has_every_setting_and_is_extensible() -> None:
                                       "--loop", "asyncio", "--log-level", "debug"])
     assert args.producer_config == ["linger_ms=1", "acks=1"] and args.loop == "asyncio"
     assert not hasattr(args, "commit_interval_ms")  # not given: lower-precedence sources decide
-    assert [c.name for c in COMMANDS] == ["run", "describe", "reprocess"]
+    assert [c.name for c in COMMANDS] == ["run", "describe", "reprocess", "native"]
     extra = Command("inspect", "extra", lambda p: p.add_argument("topology"), lambda a: 0)
     parsed = build_parser([*COMMANDS, extra]).parse_args(["inspect", "topologies.sessions"])
     assert parsed._handler(parsed) == 0
