@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import importlib.util
 import json
 import multiprocessing as mp
@@ -226,6 +227,12 @@ async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float
                 by_partition[tp.partition].extend(records)
     finally:
         await consumer.stop()
+    # as in the daemon: the records read up front are not the topology's garbage (frozen, never
+    # scanned by the collector) and the collector runs with the daemon's default gc_threshold
+    from streamproc.config import settings
+
+    gc.freeze()
+    gc.set_threshold(next(s.default for s in settings() if s.name == "gc_threshold"), *gc.get_threshold()[1:])
     topology = sessions.build(input=source)
     started = time.perf_counter()
     for p, records in by_partition.items():

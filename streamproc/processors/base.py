@@ -30,13 +30,26 @@ def _drop(key: Any, value: Any, timestamp: int) -> None:
     """Forward target of a processor without children."""
 
 
+def _targets(children: list[Processor]) -> list[Forward]:
+    """The ``process`` methods a record forwarded to ``children`` reaches, in call order: a child
+    that only forwards (exactly :class:`Processor` or ``PassThroughProcessor``, whose ``process``
+    is the inherited one) is replaced by its own targets, so forwarding skips it."""
+    out: list[Forward] = []
+    for child in children:
+        if type(child).process is Processor.process and getattr(type(child), "passes_through", False):
+            out.extend(_targets(child.children))
+        else:
+            out.append(child.process)
+    return out
+
+
 def fan_out(children: list[Processor]) -> Forward:
     """The cheapest forward function for ``children``."""
-    if not children:
+    targets = tuple(_targets(children))
+    if not targets:
         return _drop
-    if len(children) == 1:
-        return children[0].process
-    targets = tuple(c.process for c in children)
+    if len(targets) == 1:
+        return targets[0]
 
     def forward(key: Any, value: Any, timestamp: int) -> None:
         for target in targets:
@@ -89,6 +102,9 @@ class Processor:
 
     #: True for processors whose :meth:`flush` must run after every batch.
     needs_flush = False
+    #: True for a node that forwards every record unchanged and has no other effect (its parents
+    #: then forward straight to its children). Subclasses overriding ``process`` never count.
+    passes_through = False
 
     def flush(self) -> None:
         """Write state kept in memory during a batch (progress markers) to the stores. The task calls

@@ -26,9 +26,11 @@ __all__ = [
 
 
 class PassThroughProcessor(Processor):
-    """Forwards every record unchanged (merge points, branch outputs, ``KTable.to_stream``)."""
+    """Forwards every record unchanged (merge points, branch outputs, ``KTable.to_stream``); its
+    parents forward straight to its children (:func:`~streamproc.processors.base.fan_out`)."""
 
     __slots__ = ()
+    passes_through = True
 
 
 class FilterProcessor(Processor):
