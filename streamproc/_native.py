@@ -31,7 +31,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -97,13 +97,13 @@ def compiled_path(module: str, package_dir: Path = _PACKAGE_DIR) -> Path | None:
     return None
 
 
-def pure_requested(environ: os._Environ[str] | dict[str, str] | None = None) -> bool:
+def pure_requested(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``STREAMPROC_PURE_PYTHON`` asks for the Python source of every module."""
     value = (os.environ if environ is None else environ).get(ENV_PURE, "").strip()
     return value not in ("", "0")
 
 
-def status(package_dir: Path = _PACKAGE_DIR, environ: dict[str, str] | None = None,
+def status(package_dir: Path = _PACKAGE_DIR, environ: Mapping[str, str] | None = None,
            modules: Sequence[str] = MODULES) -> dict[str, str]:
     """For each module: ``"compiled"`` or why it runs from source (``"source: ..."``)."""
     record_file = package_dir / BUILD_RECORD
@@ -112,7 +112,7 @@ def status(package_dir: Path = _PACKAGE_DIR, environ: dict[str, str] | None = No
     except (OSError, ValueError) as exc:
         _log.warning("ignoring unreadable %s (%s): every module runs from source", record_file, exc)
         record = {}
-    pure = pure_requested(environ)  # type: ignore[arg-type]
+    pure = pure_requested(environ)
     out: dict[str, str] = {}
     for module in modules:
         if compiled_path(module, package_dir) is None:
