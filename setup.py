@@ -23,6 +23,11 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 NATIVE = runpy.run_path(str(ROOT / "streamproc" / "_native.py"))
 MODULES: tuple[str, ...] = NATIVE["MODULES"]
+
+
+def _source(module: str) -> Path:
+    return Path(NATIVE["source_path"](module, ROOT / "streamproc"))
+
 DIRECTIVES = {
     "language_level": 3,
     "annotation_typing": False,  # annotations are documentation: the compiled code checks no types
@@ -39,7 +44,7 @@ def _extensions() -> list[Extension]:
     except ImportError:
         print("setup.py: Cython not available, streamproc runs from its Python source", file=sys.stderr)
         return []
-    sources = [Extension(m, [str(Path(*m.split(".")).with_suffix(".py"))], optional=True) for m in MODULES]
+    sources = [Extension(m, [str(_source(m).relative_to(ROOT))]) for m in MODULES]
     extensions: list[Extension] = cythonize(
         sources, compiler_directives=DIRECTIVES, build_dir="build/cython", quiet=True,
         nthreads=os.cpu_count() or 1)
@@ -62,7 +67,7 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             built = Path(self.get_ext_fullpath(ext.name))
             if built.exists():
-                record[ext.name] = NATIVE["source_digest"](ROOT / Path(*ext.name.split(".")).with_suffix(".py"))
+                record[ext.name] = NATIVE["source_digest"](_source(ext.name))
         out_dir = ROOT / "streamproc" if self.inplace else Path(self.build_lib) / "streamproc"
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / NATIVE["BUILD_RECORD"]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")

@@ -154,9 +154,6 @@ def install() -> dict[str, str]:
         _log.warning("compiled modules out of date, running their Python source instead: %s "
                      "(rebuild: bash scripts/setup.sh, or python setup.py build_ext --inplace)",
                      ", ".join(stale))
-    already = [m for m in sources if m in sys.modules]
-    if already:  # imported before streamproc/__init__ ran (cannot happen through a normal import)
-        _log.warning("modules imported before streamproc could choose source or compiled: %s", already)
     if sources:
         sys.meta_path.insert(0, _SourceFinder(sources))
     _installed.update(current)

@@ -280,10 +280,8 @@ def profile_daemon(bootstrap: str, source: str, ends: dict[int, int], top: int =
         print("py-spy not installed: skipping the profile (pip install py-spy)")
         return
     raw = Path(tempfile.mkdtemp()) / "daemon.folded"
-    from streamproc import _native
-
     # compiled modules run no Python frames: py-spy then also reads the native stacks (their symbols)
-    native = ["--native"] if "compiled" in _native.status().values() else []
+    native = ["--native"] if "compiled" in _native_status().values() else []
     cmd = [pyspy, "record", "--format", "raw", "--rate", "200", "--output", str(raw), *native, "--",
            sys.executable, __file__, "--phase-daemon", bootstrap, source, json.dumps(ends)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

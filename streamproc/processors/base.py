@@ -36,7 +36,7 @@ def _targets(children: list[Processor]) -> list[Forward]:
     is the inherited one) is replaced by its own targets, so forwarding skips it."""
     out: list[Forward] = []
     for child in children:
-        if type(child).process is Processor.process and getattr(type(child), "passes_through", False):
+        if type(child).passes_through and type(child).process is Processor.process:
             out.extend(_targets(child.children))
         else:
             out.append(child.process)
