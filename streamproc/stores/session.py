@@ -30,12 +30,16 @@ Layout (chosen for the per-record path of session aggregation: find, merge, repl
 - ``_by_key``: ``key -> [entry, ...]``, the sessions of one key sorted by ``(end, start)``; an entry
   is a list ``[end, start, agg, key]``. A key usually has one or two live sessions, so finding and
   replacing them is a dict lookup plus a scan of a short list (bisect when it is long).
-- ``_expiry``: a heap of ``(end, seq, entry)`` for expiry. It is lazy: removing a session only marks
-  its entry (``agg`` slot set to None; stored aggregates are never None), and a session extended in
-  place by :meth:`_replace` keeps its old heap item; when an item surfaces below the cutoff, a
-  removed entry is skipped, an entry whose end moved on is pushed again with its current end, and
-  only a really expired one is deleted. The next expiry therefore costs one comparison
-  (``_expiry[0][0] < cutoff``) on every advance of ``observed``.
+- ``_expiry_q`` and ``_expiry``: items ``(end, seq, entry)`` for expiry. An item whose end is no
+  smaller than the last one queued is appended to the deque ``_expiry_q`` (sorted by construction:
+  with mostly increasing event times, nearly every item), any other goes to the heap ``_expiry``;
+  expiring takes the items below the cutoff from the front of both, so most items cost an append
+  and a popleft instead of heap sifts. It is lazy: removing a session only marks its entry (``agg``
+  slot set to None; stored aggregates are never None), and a session extended in place by
+  :meth:`_replace` keeps its old item; when an item surfaces below the cutoff, a removed entry is
+  skipped, an entry whose end moved on is queued again with its current end, and only a really
+  expired one is deleted. The next expiry therefore costs two comparisons on every advance of
+  ``observed``.
 - Multi-key reads (``fetch_keys``, ``all``) collect the matching entries and sort them by
   ``(end, key, start)``: O(n log n) in the number of live sessions, like a scan (they are not on the
   per-record path). ``find_sessions``, ``fetch`` and ``fetch_session`` touch one key only.
@@ -50,6 +54,7 @@ equivalent ``remove``/``put`` calls; it returns the entry holding the new sessio
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Sequence
 from heapq import heappop, heappush
 from typing import Any
@@ -69,7 +74,7 @@ END, START, AGG, KEY = 0, 1, 2, 3
 class SessionStore(StoreBase):
     """An in-memory session store: sessions per key, plus a lazy end-time heap for expiry."""
 
-    __slots__ = ("_by_key", "_count", "_created", "_expiry", "_max_length", "_seq", "retention")
+    __slots__ = ("_by_key", "_count", "_created", "_expiry", "_expiry_q", "_max_length", "_seq", "retention")
     kind = "session"
 
     def __init__(self, name: str, retention: Duration) -> None:
@@ -78,6 +83,7 @@ class SessionStore(StoreBase):
         super().__init__(name)
         self._by_key: dict[Any, list[list[Any]]] = {}
         self._expiry: list[tuple[int, int, list[Any]]] = []
+        self._expiry_q: deque[tuple[int, int, list[Any]]] = deque()
         self._count = 0
         self._max_length = 0
         self._seq = 0
@@ -183,23 +189,31 @@ class SessionStore(StoreBase):
                     lst.insert(i, entry)
         if new_obs != obs:
             self._observed = new_obs
+            cutoff = new_obs - self.retention
+            queue = self._expiry_q
             heap = self._expiry
-            if heap and heap[0][0] < new_obs - self.retention:
-                self._expire(new_obs - self.retention)
+            if (queue and queue[0][0] < cutoff) or (heap and heap[0][0] < cutoff):
+                self._expire(cutoff)
         return entry
 
     def _advance(self, new_observed: int) -> None:
         """Set the observed time and expire what fell out of retention."""
         self._observed = new_observed
+        cutoff = new_observed - self.retention
+        queue = self._expiry_q
         heap = self._expiry
-        if heap and heap[0][0] < new_observed - self.retention:
-            self._expire(new_observed - self.retention)
+        if (queue and queue[0][0] < cutoff) or (heap and heap[0][0] < cutoff):
+            self._expire(cutoff)
 
     def _new_entry(self, key: Any, start: int, end: int, agg: Any) -> list[Any]:
         entry = [end, start, agg, key]
         self._created = True
         self._seq = seq = self._seq + 1
-        heappush(self._expiry, (end, seq, entry))
+        queue = self._expiry_q
+        if not queue or queue[-1][0] <= end:
+            queue.append((end, seq, entry))
+        else:
+            heappush(self._expiry, (end, seq, entry))
         self._count += 1
         if end - start > self._max_length:
             self._max_length = end - start
@@ -216,15 +230,24 @@ class SessionStore(StoreBase):
     def _expire(self, cutoff: int) -> None:
         """Remove every session with ``end < cutoff`` (``cutoff = observed - retention``)."""
         heap = self._expiry
+        queue = self._expiry_q
         by_key = self._by_key
-        while heap and heap[0][0] < cutoff:
-            entry = heappop(heap)[2]
+        while True:  # every item below the cutoff is taken; the order does not matter
+            if queue and queue[0][0] < cutoff:
+                entry = queue.popleft()[2]
+            elif heap and heap[0][0] < cutoff:
+                entry = heappop(heap)[2]
+            else:
+                break
             if entry[AGG] is None:
                 continue                      # removed earlier
             end = entry[END]
-            if end >= cutoff:                 # extended in place since it was pushed
-                self._seq = seq = self._seq + 1
-                heappush(heap, (end, seq, entry))
+            if end >= cutoff:                 # extended in place since it was queued: queue it
+                self._seq = seq = self._seq + 1  # again (it stays behind every item taken here)
+                if not queue or queue[-1][0] <= end:
+                    queue.append((end, seq, entry))
+                else:
+                    heappush(heap, (end, seq, entry))
                 continue
             lst = by_key[entry[KEY]]
             del lst[0 if lst[0] is entry else _identity_index(lst, entry)]
@@ -301,9 +324,11 @@ class SessionStore(StoreBase):
                         self._max_length = end - start
                     if new_obs != obs:
                         self._observed = new_obs
+                        cutoff = new_obs - retention
+                        queue = self._expiry_q
                         heap = self._expiry
-                        if heap and heap[0][0] < new_obs - retention:
-                            self._expire(new_obs - retention)
+                        if (queue and queue[0][0] < cutoff) or (heap and heap[0][0] < cutoff):
+                            self._expire(cutoff)
                     return old
         if removed:
             lst = self._by_key[key]
@@ -388,6 +413,7 @@ class SessionStore(StoreBase):
     def _clear(self) -> None:
         self._by_key.clear()
         self._expiry.clear()
+        self._expiry_q.clear()
         self._count = 0
         self._max_length = 0
 
