@@ -67,7 +67,7 @@ class BuildExt(build_ext):
         for ext in self.extensions:
             built = Path(self.get_ext_fullpath(ext.name))
             if built.exists():
-                record[ext.name] = NATIVE["source_digest"](_source(ext.name))
+                record[ext.name] = NATIVE["module_digest"](ext.name, ROOT / "streamproc")
         out_dir = ROOT / "streamproc" if self.inplace else Path(self.build_lib) / "streamproc"
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / NATIVE["BUILD_RECORD"]).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")

@@ -12,7 +12,16 @@ compiled module when
   debugging, profiling with py-spy, which sees no frames inside compiled code), or
 * the compiled module is **stale**: its source changed since it was compiled, or it was not
   compiled by ``setup.py`` (not in the build record). A stale compiled module is never run; a
-  warning names it and the command that rebuilds it (``bash scripts/setup.sh`` does it too).
+  warning names it and the command that rebuilds it (``bash scripts/setup.sh`` does it too), or
+* a module it ``cimport``-s runs from source (below).
+
+**Compiled layouts.** A module may have a ``.pxd`` file beside its ``.py`` that declares some of
+its classes as extension types with C-level fields (``cdef public object ...``) and C-level methods
+(``cpdef``): compiled, attribute reads and calls between them skip Python's attribute lookup; the
+``.py`` stays the only implementation and runs unchanged without a compiler. The digest recorded
+for a module covers its ``.py``, its ``.pxd`` and the ``.pxd`` of every module that ``.pxd``
+``cimport``-s (their layouts are compiled into it), and a compiled module whose ``cimport``-ed module
+runs from source runs from source too (it could not load against a Python class).
 
 Without a compiler everything runs from source with the same results (the compiled code is the same
 code). ``streamproc native`` prints which modules run compiled; ``--check`` exits 1 when any
@@ -30,12 +39,13 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["BUILD_RECORD", "ENV_PURE", "MODULES", "install", "source_digest", "status"]
+__all__ = ["BUILD_RECORD", "ENV_PURE", "MODULES", "cimports", "install", "module_digest", "source_digest", "status"]
 
 #: Modules compiled by ``setup.py`` (dotted names): the code every record runs through.
 MODULES: tuple[str, ...] = (
@@ -77,6 +87,40 @@ _installed: dict[str, str] = {}  # module -> why it runs from source ("" once in
 def source_digest(path: Path) -> str:
     """SHA-256 (hex) of a source file's bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+_CIMPORT = re.compile(r"^\s*from\s+(\.+)([\w.]*)\s+cimport\b", re.MULTILINE)
+
+
+def cimports(module: str, package_dir: Path = _PACKAGE_DIR) -> tuple[str, ...]:
+    """The streamproc modules whose layouts ``module``'s ``.pxd`` cimports (relative imports)."""
+    layout = source_path(module, package_dir).with_suffix(".pxd")
+    if not layout.exists():
+        return ()
+    out = []
+    for dots, name in _CIMPORT.findall(layout.read_text()):
+        base = module.split(".")[: -len(dots)]
+        out.append(".".join(base + ([name] if name else [])))
+    return tuple(out)
+
+
+def module_digest(module: str, package_dir: Path = _PACKAGE_DIR) -> str:
+    """SHA-256 (hex) of what a module is compiled from: its ``.py``, its ``.pxd`` and the ``.pxd``
+    files of the modules it cimports, transitively (a changed layout makes the module stale)."""
+    digest = hashlib.sha256(source_path(module, package_dir).read_bytes())
+    seen: set[str] = set()
+    pending = [module]
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        layout = source_path(current, package_dir).with_suffix(".pxd")
+        if layout.exists():
+            digest.update(f"\0{current}.pxd\0".encode())
+            digest.update(layout.read_bytes())
+            pending.extend(cimports(current, package_dir))
+    return digest.hexdigest()
 
 
 def source_path(module: str, package_dir: Path = _PACKAGE_DIR) -> Path:
@@ -121,10 +165,21 @@ def status(package_dir: Path = _PACKAGE_DIR, environ: Mapping[str, str] | None =
             out[module] = f"source: {ENV_PURE} is set"
         elif record.get(module) is None:
             out[module] = f"source: compiled module not recorded in {BUILD_RECORD} (stale)"
-        elif record[module] != source_digest(source_path(module, package_dir)):
+        elif record[module] != module_digest(module, package_dir):
             out[module] = "source: source changed since it was compiled (stale)"
         else:
             out[module] = "compiled"
+    changed = True
+    while changed:  # a compiled module cannot load against a cimported module run from source
+        changed = False
+        for module in modules:
+            if out[module] != "compiled":
+                continue
+            for dep in cimports(module, package_dir):
+                if out.get(dep, "compiled") != "compiled":
+                    out[module] = f"source: it cimports {dep}, which runs from source"
+                    changed = True
+                    break
     return out
 
 
@@ -151,9 +206,10 @@ def install() -> dict[str, str]:
     sources = {m: source_path(m) for m, why in current.items() if why != "compiled"}
     stale = sorted(m for m, why in current.items() if why.endswith("(stale)"))
     if stale:
-        _log.warning("compiled modules out of date, running their Python source instead: %s "
+        dependents = sum(1 for why in current.values() if "cimports" in why)
+        _log.warning("compiled modules out of date, running their Python source instead: %s%s "
                      "(rebuild: bash scripts/setup.sh, or python setup.py build_ext --inplace)",
-                     ", ".join(stale))
+                     ", ".join(stale), f" (and {dependents} modules that cimport them)" if dependents else "")
     if sources:
         sys.meta_path.insert(0, _SourceFinder(sources))
     _installed.update(current)

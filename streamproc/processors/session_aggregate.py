@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..records import Windowed
+from ..stores.changelog import ChangeLoggingSessionStore
 from .base import Processor, kv_writer, user_error
 
 _windowed = tuple.__new__  # Windowed(...) without the NamedTuple __new__ wrapper (hot path)
@@ -183,7 +184,9 @@ class SessionAggregateProcessor(Processor):
         inner = getattr(self.store, "inner", self.store)
         self._fast = all(hasattr(self.store, m) for m in ("_find", "_replace", "_entries"))
         if self._fast:
-            self._find, self._replace = self.store._find, self.store._replace
+            # reads go straight to the store under a change-logging wrapper (its _find is the same)
+            reader = inner if isinstance(self.store, ChangeLoggingSessionStore) else self.store
+            self._find, self._replace = reader._find, self.store._replace
         else:  # a store without the fast path: the same calls through the public API
             self._find, self._replace = _public_find(self.store), _public_replace(self.store)
         self.stream_time = max(_NO_TIME, int(inner.observed_stream_time))

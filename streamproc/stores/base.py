@@ -44,16 +44,20 @@ class StoreBase:
         """Before a key the store may not hold yet is stored: TypeError (naming the store and the
         key) if it cannot be ordered against a key the store holds; an empty store takes any key."""
         ref = self._ref_key
+        kind = type(key)
+        if kind is type(ref) and kind in _ALWAYS_ORDERED:
+            return  # orders against every key the store can hold (and the reference stays valid)
         if ref is _NO_KEY or len(self) == 0:  # type: ignore[arg-type]
             self._ref_key = key
-        elif type(key) is not type(ref) or type(key) not in _ALWAYS_ORDERED:
+        else:
             self._check_comparable(key)
 
     def _check_comparable(self, key: Any) -> None:
         """TypeError (naming the store and the key) if ``key`` cannot be ordered against the keys
         the store holds (checked against one of them, as an ordered index would)."""
         ref = self._ref_key
-        if ref is _NO_KEY or len(self) == 0:  # type: ignore[arg-type]
+        kind = type(key)
+        if (kind is type(ref) and kind in _ALWAYS_ORDERED) or ref is _NO_KEY or len(self) == 0:  # type: ignore[arg-type]
             return
         try:
             key < ref  # noqa: B015 - only the comparison matters

@@ -319,13 +319,7 @@ class ChangeLoggingSessionStore(_ChangeLogging):
     written through ``put``/``remove``.
     """
 
-    kind = "session"
-    inner: SessionStore
-    find_sessions: Callable[..., Any]
-    fetch_session: Callable[[Any, int, int], Any]
-    fetch: Callable[..., Any]
-    fetch_keys: Callable[..., Any]
-    all: Callable[..., Any]
+    kind = "session"  # (no class-level annotations: compiled, the fields are declared in changelog.pxd)
 
     def __init__(self, inner: SessionStore, key_serde: Serde | None = None,
                  value_serde: Serde | None = None, topic: str | None = None) -> None:
@@ -337,9 +331,6 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         self.all = inner.all
         # changelog keys created by _replace since the last drain, with no record drained before
         self._fresh: set[bytes] = set()
-        # reads of the processor fast path, bound straight to the store (see SessionStore)
-        self._find = inner._find  # type: ignore[method-assign]
-        self._entries = inner._entries  # type: ignore[method-assign]
 
     @property
     def retention(self) -> int:
