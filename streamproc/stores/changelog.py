@@ -313,8 +313,9 @@ class ChangeLoggingSessionStore(_ChangeLogging):
     The aggregation fast path (:meth:`_replace`) is a write cache in one more respect: a session
     created since the last drain and merged away again before the next one (a session growing
     click by click) never reaches the changelog - neither its put nor its tombstone - because no
-    reader of the changelog could have seen it. The session that absorbed it ends no earlier, so
-    a restore reaches the same contents and observed stream time. A key that already had a
+    reader of the changelog could have seen it. It is elided only when the session that replaces
+    it is stored and ends no earlier (always so in the session aggregate), so a restore reaches
+    the same contents and observed stream time. A key that already had a
     pending record when it was created (a tombstone to deliver) is not elided, nor is anything
     written through ``put``/``remove``.
     """
@@ -383,14 +384,20 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         if removed:
             before = record_ts if record_ts is not None else inner._observed
             tombstones = [kb + _END_START(e[0], e[1]) for e in removed]  # type: ignore[operator]
+            last_end = removed[-1][0]  # (read before inner._replace: it may extend that entry)
             entry = inner._replace(key, removed, start, end, agg)
+            # a session created since the last drain never reaches the changelog, provided the
+            # put is logged and ends no earlier (its record then restores the observed time the
+            # elided session had advanced); removed entries come from _find, ordered by end
+            absorbed = entry is not None and end >= last_end
             for ck in tombstones:
-                if ck in fresh:  # created since the last drain: it never reaches the changelog
+                if ck in fresh:
                     fresh.discard(ck)
-                    del pending[ck]
-                    elided = [ck] if elided is None else elided + [ck]
-                else:
-                    pending[ck] = _record(ChangelogRecord, (ck, None, before))
+                    if absorbed:
+                        del pending[ck]
+                        elided = [ck] if elided is None else elided + [ck]
+                        continue
+                pending[ck] = _record(ChangelogRecord, (ck, None, before))
         else:
             entry = inner._replace(key, removed, start, end, agg)
         if entry is not None:

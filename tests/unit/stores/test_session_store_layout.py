@@ -203,3 +203,16 @@ def test_reads_with_a_key_of_another_type_fail_like_the_ordered_layout() -> None
             else:  # pragma: no cover
                 raise AssertionError(f"{type(store).__name__}: an int key must not be readable next to str keys")
         assert store.fetch_session(7, 0, 5) is None  # a point lookup needs no order
+
+
+def test_a_short_lived_session_replaced_by_an_expired_put_is_still_logged() -> None:
+    """Regression (found by the property above): with retention 0, session [0,1] is created and then
+    replaced by [0,0], whose put is dropped as expired. The changelog cannot elide [0,1]: nothing
+    else in it would restore the observed time 1 it set."""
+    store = change_logged(Stores.in_memory_session_store("s", 0))
+    assert store._replace("a", [], 0, 1, 5) is not None
+    assert store._replace("a", store._find("a", 0, 0), 0, 0, 6) is None  # dropped: 0 < 1 - 0
+    assert (len(store), store.observed_stream_time) == (0, 1)
+    rebuilt = change_logged(Stores.in_memory_session_store("s", 0))
+    rebuilt.restore(store.drain())
+    assert (len(rebuilt), rebuilt.observed_stream_time) == (0, 1)
