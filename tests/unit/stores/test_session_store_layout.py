@@ -216,3 +216,22 @@ def test_a_short_lived_session_replaced_by_an_expired_put_is_still_logged() -> N
     rebuilt = change_logged(Stores.in_memory_session_store("s", 0))
     rebuilt.restore(store.drain())
     assert (len(rebuilt), rebuilt.observed_stream_time) == (0, 1)
+
+
+def test_drain_leaves_out_sessions_expired_since_they_were_put_and_restore_is_unchanged() -> None:
+    store = change_logged(Stores.in_memory_session_store("s", 10))
+    store.put(Windowed("a", 0, 5), 1)
+    store.put(Windowed("b", 3, 8), 2)
+    store.remove(Windowed("b", 3, 8))           # a tombstone is kept whatever its window's age
+    store.put(Windowed("c", 30, 30), 3)         # observed 30: [0,5] and [3,8] end before 30 - 10
+    store.put(Windowed("d", 21, 25), 4)         # still live (25 >= 20)
+    drained = store.drain()
+    assert [(r.key[-16:], r.value) for r in drained] == [
+        ((8).to_bytes(8, "big") + (3).to_bytes(8, "big"), None),
+        ((30).to_bytes(8, "big") + (30).to_bytes(8, "big"), b"3"),
+        ((25).to_bytes(8, "big") + (21).to_bytes(8, "big"), b"4"),
+    ]
+    rebuilt = change_logged(Stores.in_memory_session_store("s", 10))
+    rebuilt.restore(drained)
+    assert rows(rebuilt.all()) == rows(store.all()) == [(("d", 21, 25), 4), (("c", 30, 30), 3)]
+    assert rebuilt.observed_stream_time == store.observed_stream_time == 30
