@@ -45,7 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["BUILD_RECORD", "ENV_PURE", "MODULES", "cimports", "install", "module_digest", "source_digest", "status"]
+__all__ = ["BUILD_RECORD", "ENV_PURE", "MODULES", "cimports", "install", "module_digest", "status"]
 
 #: Modules compiled by ``setup.py`` (dotted names): the code every record runs through.
 MODULES: tuple[str, ...] = (
@@ -82,11 +82,6 @@ ENV_PURE = "STREAMPROC_PURE_PYTHON"
 _PACKAGE_DIR = Path(__file__).resolve().parent
 _log = logging.getLogger("streamproc.native")
 _installed: dict[str, str] = {}  # module -> why it runs from source ("" once install() ran: compiled)
-
-
-def source_digest(path: Path) -> str:
-    """SHA-256 (hex) of a source file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 _CIMPORT = re.compile(r"^\s*from\s+(\.+)([\w.]*)\s+cimport\b", re.MULTILINE)
@@ -169,13 +164,14 @@ def status(package_dir: Path = _PACKAGE_DIR, environ: Mapping[str, str] | None =
             out[module] = "source: source changed since it was compiled (stale)"
         else:
             out[module] = "compiled"
+    deps = {module: cimports(module, package_dir) for module in modules}
     changed = True
     while changed:  # a compiled module cannot load against a cimported module run from source
         changed = False
         for module in modules:
             if out[module] != "compiled":
                 continue
-            for dep in cimports(module, package_dir):
+            for dep in deps[module]:
                 if out.get(dep, "compiled") != "compiled":
                     out[module] = f"source: it cimports {dep}, which runs from source"
                     changed = True

@@ -14,6 +14,10 @@ cdef class SessionStore(StoreBase):
     @cython.locals(lst=list, entry=list)
     cpdef _store(self, key, start, end, agg)
 
+    cpdef _advance(self, new_observed)
+
+    cpdef _queue_expiry(self, end, entry)
+
     @cython.locals(entry=list)
     cpdef _new_entry(self, key, start, end, agg)
 

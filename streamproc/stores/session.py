@@ -188,12 +188,7 @@ class SessionStore(StoreBase):
                     entry = self._new_entry(key, start, end, agg)
                     lst.insert(i, entry)
         if new_obs != obs:
-            self._observed = new_obs
-            cutoff = new_obs - self.retention
-            queue = self._expiry_q
-            heap = self._expiry
-            if (queue and queue[0][0] < cutoff) or (heap and heap[0][0] < cutoff):
-                self._expire(cutoff)
+            self._advance(new_obs)
         return entry
 
     def _advance(self, new_observed: int) -> None:
@@ -205,15 +200,20 @@ class SessionStore(StoreBase):
         if (queue and queue[0][0] < cutoff) or (heap and heap[0][0] < cutoff):
             self._expire(cutoff)
 
-    def _new_entry(self, key: Any, start: int, end: int, agg: Any) -> list[Any]:
-        entry = [end, start, agg, key]
-        self._created = True
+    def _queue_expiry(self, end: int, entry: list[Any]) -> None:
+        """Queue ``entry`` for expiry at ``end``: on the deque when no earlier than its last item,
+        else on the heap."""
         self._seq = seq = self._seq + 1
         queue = self._expiry_q
         if not queue or queue[-1][0] <= end:
             queue.append((end, seq, entry))
         else:
             heappush(self._expiry, (end, seq, entry))
+
+    def _new_entry(self, key: Any, start: int, end: int, agg: Any) -> list[Any]:
+        entry = [end, start, agg, key]
+        self._created = True
+        self._queue_expiry(end, entry)
         self._count += 1
         if end - start > self._max_length:
             self._max_length = end - start
@@ -243,11 +243,7 @@ class SessionStore(StoreBase):
                 continue                      # removed earlier
             end = entry[END]
             if end >= cutoff:                 # extended in place since it was queued: queue it
-                self._seq = seq = self._seq + 1  # again (it stays behind every item taken here)
-                if not queue or queue[-1][0] <= end:
-                    queue.append((end, seq, entry))
-                else:
-                    heappush(heap, (end, seq, entry))
+                self._queue_expiry(end, entry)  # again (it stays behind every item taken here)
                 continue
             lst = by_key[entry[KEY]]
             del lst[0 if lst[0] is entry else _identity_index(lst, entry)]
@@ -323,12 +319,7 @@ class SessionStore(StoreBase):
                     if end - start > self._max_length:
                         self._max_length = end - start
                     if new_obs != obs:
-                        self._observed = new_obs
-                        cutoff = new_obs - retention
-                        queue = self._expiry_q
-                        heap = self._expiry
-                        if (queue and queue[0][0] < cutoff) or (heap and heap[0][0] < cutoff):
-                            self._expire(cutoff)
+                        self._advance(new_obs)
                     return old
         if removed:
             lst = self._by_key[key]
