@@ -341,9 +341,9 @@ class Daemon:
         self.logs.append(log)
         self.runs += 1
         self.proc = subprocess.Popen(
-            [*cmd, "run", "fault_topology", "--bootstrap-servers", self.bootstrap,
-             "--application-id", self.app_id, "--processing-guarantee", self.cfg.guarantee,
-             "--state-dir", str(self.workdir / "state"), "--commit-interval-ms", str(self.cfg.commit_interval_ms),
+            [*cmd, "run", "fault_topology", f"--bootstrap-servers={self.bootstrap}",
+             f"--application-id={self.app_id}", f"--processing-guarantee={self.cfg.guarantee}",
+             f"--state-dir={self.workdir / 'state'}", f"--commit-interval-ms={self.cfg.commit_interval_ms}",
              "--consumer-config", "session_timeout_ms=6000", "--consumer-config", "heartbeat_interval_ms=1000",
              "--max-poll-records", "2000", "--loop", "asyncio", "--log-level", "info"],
             env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True)

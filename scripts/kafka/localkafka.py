@@ -37,6 +37,7 @@ Exact behaviour:
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import os
 import shutil
@@ -48,7 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -450,12 +451,21 @@ def _jvm_args(libs: Path, node_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def format_command(libs: Path, node: Node, cluster_id: str) -> list[str]:
+    """The storage tool's command line for ``node``.
+
+    Every generated value is passed glued to its option (``--cluster-id=<id>``), so a value that
+    begins with ``-`` can never be read as an option of its own.
+    """
+    return [*_jvm_args(libs, node.directory), STORAGE_TOOL_CLASS, "format",
+            f"--cluster-id={cluster_id}", f"--config={node.config_file}", "--ignore-formatted"]  # fmt: skip
+
+
 def _format(libs: Path, nodes: Sequence[Node], cluster_id: str) -> None:
     """Run the storage tool for every node at once (``kafka-storage.sh format``)."""
     procs = []
     for node in nodes:
-        cmd = [*_jvm_args(libs, node.directory), STORAGE_TOOL_CLASS, "format",
-               "-t", cluster_id, "-c", str(node.config_file), "--ignore-formatted"]  # fmt: skip
+        cmd = format_command(libs, node, cluster_id)
         out = open(node.directory / "format.log", "w+b")  # noqa: SIM115 - closed below
         procs.append((node, out, subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)))
     failures = []
@@ -663,7 +673,7 @@ def _start(
         shutil.rmtree(root, ignore_errors=True)
         owns = True  # formatted here, so stop() removes it
     root.mkdir(parents=True, exist_ok=True)
-    cluster_id = _cluster_id()
+    cluster_id = new_cluster_id()
     nodes = [Node(i + 1, ports[i], controller_ports[i], root / f"node-{i + 1}") for i in range(size)]
     voters = ",".join(f"{n.node_id}@{HOST}:{n.controller_port}" for n in nodes)
     for node in nodes:
@@ -698,10 +708,21 @@ def _start(
     return handle
 
 
-def _cluster_id() -> str:
-    import base64
+_RESERVED_UUIDS = (bytes(16), bytes(15) + b"\x01")  # Kafka's zero id and its metadata topic id
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+def new_cluster_id(draw: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster id: 16 random bytes as unpadded URL-safe base64 (22 characters).
+
+    About one draw in 64 encodes to a string that begins with ``-``, which command-line tools
+    read as an option; like Kafka's own generator we draw again then (and for the two ids Kafka
+    reserves), so an id never begins with ``-``. ``draw`` returns 16 bytes (tests pass their own).
+    """
+    while True:
+        raw = draw()
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if raw not in _RESERVED_UUIDS and not text.startswith("-"):
+            return text
 
 
 def start_single(

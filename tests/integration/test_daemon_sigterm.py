@@ -48,7 +48,7 @@ def start(tmp_path: Path, bootstrap: str, group: str, source: str, sink: str, lo
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
            "STREAMPROC_COMMIT_INTERVAL_MS": "300"}
     return subprocess.Popen(
-        [*cli(), "run", "sigterm_topology", "--bootstrap-servers", bootstrap, "--application-id", group,
+        [*cli(), "run", "sigterm_topology", f"--bootstrap-servers={bootstrap}", f"--application-id={group}",
          "--max-poll-records", "200", "--log-level", "info"],
         env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
 
