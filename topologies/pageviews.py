@@ -10,7 +10,8 @@ Topics and formats (string keys, JSON values):
   One record per (view, click) pair of a user at most ``join_window`` apart (default 10 minutes),
   timestamp = the later of the two; a view that no click joined gives one record with ``"ad": null``
   (timestamp = the view's), written once its window has closed: when stream time passes
-  ``view time + join_window + join_grace`` (a windowed left join, docs/windows.md).
+  ``view time + 2 * join_window + join_grace`` (until then a click could still arrive on time and
+  join it) (a windowed left join, docs/windows.md).
 - output ``page-view-counts``: key = page, value = ``{"page": str, "start": int, "end": int,
   "views": int}`` for the window ``[start, end)``. One record per page and 1-minute tumbling window
   (``count_window``) that had views, written once when the window closes (stream time of the page's

@@ -42,9 +42,10 @@ _PREFIX = {"join": "KSTREAM-JOIN", "left_join": "KSTREAM-LEFTJOIN", "outer_join"
 
 
 def join_store_retention(windows: JoinWindows) -> int:
-    """Retention of each side's buffer: ``max(before, after) + grace + 1`` (every record a not yet
-    closed record of the other side can still join; the store expires starts ``<= observed - retention``)."""
-    return max(windows.before_ms, windows.after_ms) + windows.grace_ms + 1
+    """Retention of each side's buffer: ``before + after + grace + 1`` (every record that a record
+    accepted later can still join: an on-time left record at ``t >= T - after - grace`` reaches back to
+    ``t - before``, a right one symmetrically; the store expires starts ``<= observed - retention``)."""
+    return windows.before_ms + windows.after_ms + windows.grace_ms + 1
 
 
 def stream_stream_join(left: KStream, right: Any, joiner: Callable[[Any, Any], Any], windows: Any, op: str,

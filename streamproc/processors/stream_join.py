@@ -1,34 +1,40 @@
-"""Windowed stream-stream join (inner, left, outer) on two KIP-428 window stores: docs/windows.md.
+"""Windowed stream-stream join (inner, left, outer) on two KIP-428 window stores: docs/windows.md,
+docs/semantics.md ("Stream-stream joins").
 
 Each side of the join is one :class:`StreamStreamJoinProcessor` (``side`` LEFT or RIGHT); both use
 the same stores: the left and right buffers (window stores with duplicates, keyed by the record key,
 window start = record timestamp) and, for left/outer joins, the *unmatched* store. A left record at
 ``ts1`` and a right record at ``ts2`` are in each other's window when
-``ts1 - before <= ts2 <= ts1 + after``. A side's *lag* is how far past a record's timestamp its
-window reaches plus grace: ``after + grace`` for left records, ``before + grace`` for right ones.
+``ts1 - before <= ts2 <= ts1 + after``. A side's *extent* is how far past a record's timestamp its
+window reaches: ``after`` for left records, ``before`` for right ones.
 
 Stream time ``T`` is shared: the largest timestamp of any accepted record of either side, i.e. the
 larger observed time of the two buffers (so it needs no state of its own and survives restore).
-A record of side S at ``ts`` is *closed* once ``ts < T - lag(S)``. For each record ``(k, v, ts)``:
+For each record ``(k, v, ts)``:
 
 1. ``v is None``: dropped (``dropped_records_null_value``). ``k is None``: joined at once with
    ``None`` when its side is outer (left side of a left join, both sides of an outer join), else
    dropped (``dropped_records_null_key``). Neither moves stream time.
-2. ``T = max(T, ts)``. If the record is already closed it is late: dropped (``dropped_records_late``).
-3. If ``T`` moved: every unmatched record of an outer side that is now closed is forwarded as
-   ``joiner(v, None)`` (left) / ``joiner(None, v)`` (right) with its own timestamp, ordered by
-   (timestamp, left before right, key, arrival), and forgotten.
-4. The record joins every buffered record of the other side with key ``k`` in its window that is
-   not closed, ordered by (timestamp, arrival): ``joiner(left_value, right_value)``, timestamp
+2. ``T = max(T, ts)``. If ``ts < T - (extent(side) + grace)`` the record is late: dropped, counted
+   (``dropped_records_late``) and warned about once.
+3. If ``T`` moved: every unmatched record of an outer side with ``t < T - (before + after + grace)``
+   (no record accepted from now on can be in its window) is forwarded as ``joiner(v, None)`` (left)
+   / ``joiner(None, v)`` (right) with its own timestamp, ordered by (timestamp, left before right,
+   key, arrival), and forgotten.
+4. The record joins **every** buffered record of the other side with key ``k`` in its window,
+   ordered by (timestamp, arrival): ``joiner(left_value, right_value)``, timestamp
    ``max(ts1, ts2)``, key ``k``. Partners that were unmatched are matched now.
 5. A record of an outer side that joined nothing is remembered as unmatched; then the record is
    buffered.
 
-So a pair joins exactly when both records are accepted, in each other's window, and the earlier one
-was not closed when the later one arrived; a left/outer result with ``None`` is emitted only once
-its window has closed and only for a record that never joined. Buffers keep
-``max(before, after) + grace + 1`` ms of stream time: every record that a not-closed record can
-still join. The unmatched store is a key-value store ``(side, ts, key) -> (side, values)``.
+Contract: every pair of accepted records with equal keys inside each other's window joins exactly
+once, whatever their arrival order (the later-arriving one finds the earlier in the buffer); an
+unmatched record of an outer side is emitted exactly once, by the first record that moves ``T``
+past ``t + before + after + grace``, and never when it has joined (before or after that instant no
+partner can arrive: step 3 runs before step 4). Buffers keep ``before + after + grace + 1`` ms of
+stream time: every record an accepted record can still join (an accepted left record at
+``t >= T - after - grace`` reaches back to ``t - before``; a right one symmetrically). The unmatched
+store is a key-value store ``(side, ts, key) -> (side, values)``.
 
 Reads never scan: each side keeps a :class:`~streamproc.processors.join_index.BufferIndex` of its
 buffer (key -> records by timestamp) and a heap ``(ts, seq, key)`` of its unmatched entries (entries
@@ -112,13 +118,12 @@ class StreamStreamJoinProcessor(Processor):
         "_this_inner",
         "_unmatched_delete",
         "_unmatched_put",
+        "close_after",
         "dropped_late",
         "dropped_null_key",
         "dropped_null_value",
         "index",
         "joiner",
-        "lags",
-        "other_lag",
         "other_outer",
         "other_store_name",
         "outer_sides",
@@ -147,7 +152,7 @@ class StreamStreamJoinProcessor(Processor):
         self.side = side
         self.sibling_name = sibling_name
         self.joiner = joiner
-        self.lags = (after + grace, before + grace)              # by side: how long a record stays open
+        self.close_after = before + after + grace               # unmatched records close this long after their ts
         self.outer_sides = tuple(s for s, outer in ((LEFT, left_outer), (RIGHT, right_outer)) if outer)
         if side == LEFT:
             self.this_store_name, self.other_store_name = left_store_name, right_store_name
@@ -157,8 +162,7 @@ class StreamStreamJoinProcessor(Processor):
             self.this_store_name, self.other_store_name = right_store_name, left_store_name
             self.this_before, self.this_after = after, before
             self.this_outer, self.other_outer = right_outer, left_outer
-        self.this_lag = self.lags[side]
-        self.other_lag = self.lags[1 - side]
+        self.this_lag = (after if side == LEFT else before) + grace   # later than T - this_lag is on time
         self.unmatched_store_name = unmatched_store_name
         self.unmatched: Any = None
         self.sibling: StreamStreamJoinProcessor | None = None
@@ -238,9 +242,11 @@ class StreamStreamJoinProcessor(Processor):
         t = max(t_old, ts)
         if ts < t - self.this_lag:
             self.dropped_late += 1
+            self.log_once("late", f"dropping late records: a record's timestamp must be >= stream time - "
+                                  f"{self.this_lag} ms (its side's window extent + grace); raise the JoinWindows' "
+                                  f"grace to accept records this much out of order")
             return
-        lo = max(ts - self.this_before, t - self.other_lag)       # partners not closed yet
-        partners = self.sibling.index.fetch(key, lo, ts + self.this_after)  # type: ignore[union-attr]
+        partners = self.sibling.index.fetch(key, ts - self.this_before, ts + self.this_after)  # type: ignore[union-attr]
         closed = self._closed_unmatched(t) if t > t_old and self.outer_sides else None
         try:
             joined = [self._pair(value, other_value) for _, other_value in partners]
@@ -275,13 +281,14 @@ class StreamStreamJoinProcessor(Processor):
         index.expire(self._this_inner.observed_stream_time)  # type: ignore[union-attr]
 
     def _closed_unmatched(self, t: int) -> list[tuple[Any, list[tuple[Any, Any, int]]]]:
-        """Pop the unmatched entries closed at stream time ``t`` from the heaps of the outer sides and
-        return those still unmatched with their outputs, ordered by (timestamp, side, key)."""
+        """Pop the unmatched entries that no record accepted at stream time ``t`` or later can join
+        (``ts < t - (before + after + grace)``) from the heaps of the outer sides and return those
+        still unmatched with their outputs, ordered by (timestamp, side, key)."""
         found: list[tuple[int, int, Any]] = []
+        threshold = t - self.close_after
         for side in self.outer_sides:
             owner = self if side == self.side else self.sibling
             heap = owner.pending  # type: ignore[union-attr]
-            threshold = t - self.lags[side]
             while heap and heap[0][0] < threshold:
                 ts, _, key = heapq.heappop(heap)
                 found.append((ts, side, key))

@@ -55,8 +55,8 @@ EVENTS = [
     ("clicks", "ann", "c2", 101),     # joins v1 (out of order: stream time is 110, its window is open)
     ("clicks", "cat", "c3", 112),
     ("views", "ann", "v3", 114),      # joins c1 (|114 - 105| <= 10), not c2 (13 apart)
-    ("views", "bob", "v4", 130),      # stream time 130: every record before it is closed
-    ("clicks", "bob", "c4", 119),     # 119 < 130 - 10: late, dropped
+    ("views", "bob", "v4", 130),      # stream time 130
+    ("clicks", "bob", "c4", 119),     # 119 < 130 - (10 + 0): late for the right side, dropped
 ]
 
 
@@ -69,15 +69,17 @@ def test_inner_join_vector() -> None:
 def test_left_join_emits_unmatched_views_only_once_their_window_closed() -> None:
     with TopologyTestDriver(_topology("left_join")) as d:
         assert _run(d, EVENTS[:6]) == [("ann", "v1+c1", 105), ("ann", "v1+c2", 101), ("ann", "v3+c1", 114)]
-        # v2 (bob, 110) is unmatched but its window [100, 120] is open: nothing yet
-        assert _run(d, EVENTS[6:]) == [("bob", "v2+None", 110)]
-        assert _run(d, [("clicks", "dan", "c5", 138)]) == []     # v4 (130) is open until stream time 141
-        assert _run(d, [("clicks", "dan", "c6", 141)]) == [("bob", "v4+None", 130)]
+        # v2 (bob, 110) is unmatched, but a click accepted at stream time <= 130 (>= 120) could still
+        # join it: it is final only once stream time passes 110 + 10 + 10 + 0
+        assert _run(d, EVENTS[6:]) == []
+        assert _run(d, [("clicks", "dan", "c5", 131)]) == [("bob", "v2+None", 110)]
+        assert _run(d, [("clicks", "dan", "c6", 150)]) == []     # v4 (130) is final after stream time 150
+        assert _run(d, [("clicks", "dan", "c7", 151)]) == [("bob", "v4+None", 130)]
 
 
 def test_outer_join_also_emits_unmatched_clicks_in_timestamp_order() -> None:
     with TopologyTestDriver(_topology("outer_join")) as d:
-        out = _run(d, EVENTS)
+        out = _run(d, EVENTS + [("views", "eve", "v5", 133)])      # passes 110 + 20 and 112 + 20
         assert out == [("ann", "v1+c1", 105), ("ann", "v1+c2", 101), ("ann", "v3+c1", 114),
                        ("bob", "v2+None", 110), ("cat", "None+c3", 112)]
 
@@ -154,7 +156,7 @@ def test_stores_changelogs_and_describe() -> None:
         "views-clicks-other-join-store": "app-views-clicks-other-join-store-changelog",
         "views-clicks-outer-shared-join-store": "app-views-clicks-outer-shared-join-store-changelog",
     }
-    retention = 600_000 + 60_000 + 1
+    retention = 600_000 + 600_000 + 60_000 + 1     # before + after + grace + 1
     assert sub.changelog_configs["app-views-clicks-this-join-store-changelog"] == {
         "cleanup.policy": "compact,delete", "retention.ms": str(retention + 86_400_000)}
     assert sub.changelog_configs["app-views-clicks-outer-shared-join-store-changelog"] == {"cleanup.policy": "compact"}
@@ -185,7 +187,7 @@ def test_buffer_changelog_keys_carry_start_and_sequence_number() -> None:
     fresh = Task(topology, 0, 0, "app")
     for topic, records in logs.items():
         fresh.restore(topic, records)
-    fresh.process("views", 0, [Record(b"bob", b"v3", 111, offset=2)])
+    fresh.process("views", 0, [Record(b"bob", b"v3", 121, offset=2)])     # 121 > 100 + 10 + 10
     assert [(o.key, o.value, o.timestamp) for o in fresh.drain_outputs()] == [
         ("ann", "v1+None", 100), ("ann", "v2+None", 100)]
 

@@ -72,7 +72,9 @@ class _Rec:
 
 class StreamJoinReference:
     """Windowed stream-stream join (``kind`` in join | left_join | outer_join): left ``ts1`` and right
-    ``ts2`` are in each other's window when ``ts1 - before <= ts2 <= ts1 + after``."""
+    ``ts2`` are in each other's window when ``ts1 - before <= ts2 <= ts1 + after``. A record is late
+    when ``ts < T - (its side's extent + grace)``; every accepted pair in the window joins once; an
+    unmatched record of an outer side is reported once ``T > ts + before + after + grace``."""
 
     def __init__(self, before: int, after: int, grace: int, kind: str,
                  joiner: Callable[[Any, Any], Any]) -> None:
@@ -84,11 +86,11 @@ class StreamJoinReference:
         self.arrivals = 0
         self.late = 0
 
-    def _lag(self, side: int) -> int:
-        return (self.after if side == 0 else self.before) + self.grace
+    def _late(self, r: _Rec, t: int) -> bool:
+        return r.ts < t - ((self.after if r.side == 0 else self.before) + self.grace)
 
-    def _closed(self, r: _Rec, t: int) -> bool:
-        return r.ts < t - self._lag(r.side)
+    def _final(self, r: _Rec, t: int) -> bool:
+        return t > r.ts + self.before + self.after + self.grace
 
     def _in_window(self, left_ts: int, right_ts: int) -> bool:
         return left_ts - self.before <= right_ts <= left_ts + self.after
@@ -104,17 +106,17 @@ class StreamJoinReference:
         t = max(self.stream_time, ts)
         record = _Rec(side, key, value, ts, self.arrivals)
         self.arrivals += 1
-        if self._closed(record, t):
+        if self._late(record, t):
             self.late += 1
             return out
         closing = sorted((r for r in self.records
-                          if self.outer[r.side] and not r.matched and not r.reported and self._closed(r, t)),
+                          if self.outer[r.side] and not r.matched and not r.reported and self._final(r, t)),
                          key=lambda r: (r.ts, r.side, r.key, r.arrival))
         for r in closing:
             r.reported = True
             out.append((r.key, self.joiner(r.value, None) if r.side == 0 else self.joiner(None, r.value), r.ts))
         partners = sorted((r for r in self.records
-                           if r.side != side and r.key == key and not self._closed(r, t)
+                           if r.side != side and r.key == key
                            and (self._in_window(ts, r.ts) if side == 0 else self._in_window(r.ts, ts))),
                           key=lambda r: (r.ts, r.arrival))
         for r in partners:

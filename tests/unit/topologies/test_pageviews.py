@@ -18,9 +18,9 @@ def test_views_join_clicks_within_ten_minutes_and_unjoined_views_come_after_the_
         views.pipe("bob", {"page": "/"}, 2 * MIN)
         clicks.pipe("ann", {"ad": "boots"}, 11 * MIN)                 # 11 min after ann's view: no
         assert out.read_records() == [Record("ann", {"user": "ann", "page": "/shoes", "ad": "sneakers"}, 9 * MIN)]
-        views.pipe("cat", {"page": "/"}, 13 * MIN)
-        assert out.read_records() == []                                   # bob's view is open until 2 + 10 + 1 min
-        views.pipe("dan", {"page": "/"}, 13 * MIN + 1)                    # closes it
+        views.pipe("cat", {"page": "/"}, 23 * MIN)
+        assert out.read_records() == []          # a click at >= 23 - 11 min is still on time and could join bob
+        views.pipe("dan", {"page": "/"}, 23 * MIN + 1)                    # past 2 + 10 + 10 + 1 min: final
         assert out.read_records() == [Record("bob", {"user": "bob", "page": "/", "ad": None}, 2 * MIN)]
 
 
