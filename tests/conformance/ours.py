@@ -1,0 +1,73 @@
+"""The conformance scenarios through streamproc's TopologyTestDriver, with the outputs in the Java
+runner's format: per input record, ``[key, value, timestamp]`` of each output (a windowed key as
+``"key@start@end"``, counts as strings, the joiner's ``left+right`` with ``null`` for a missing side)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamproc.dsl import EmitStrategy, JoinWindows, SessionWindows, StreamsBuilder, TimeWindows, Topology
+from streamproc.records import Windowed
+from streamproc.runtime.test_driver import TopologyTestDriver
+
+__all__ = ["run"]
+
+Steps = list[list[list[Any]]]
+
+
+def _joiner(left: Any, right: Any) -> str:
+    return f"{'null' if left is None else left}+{'null' if right is None else right}"
+
+
+def _aggregated(windowed: Any, s: dict[str, Any]) -> Any:
+    emit = EmitStrategy.ON_WINDOW_CLOSE if s["emit"] == "close" else EmitStrategy.ON_WINDOW_UPDATE
+    if s["agg"] == "count":
+        return windowed.count(name="agg", emit=emit)
+    if s["agg"] == "reduce":
+        return windowed.reduce(lambda agg, v: agg + v, name="agg", emit=emit)
+    if s["op"] == "session":
+        return windowed.aggregate(lambda: "", lambda k, v, agg: agg + v, lambda k, a, b: a + b, name="agg", emit=emit)
+    return windowed.aggregate(lambda: "", lambda k, v, agg: agg + v, name="agg", emit=emit)
+
+
+def topology(s: dict[str, Any]) -> Topology:
+    """streamproc's topology for scenario ``s`` (the same operator the Java runner builds)."""
+    b = StreamsBuilder()
+    op = s["op"]
+    if op == "session":
+        grouped = b.stream("in").group_by_key()
+        _aggregated(grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace(s["gap"], s["grace"])),
+                    s).to_stream().to("out")
+    elif op == "time_window":
+        windows = TimeWindows.of_size_and_grace(s["size"], s["grace"]).advance_by(s["advance"])
+        _aggregated(b.stream("in").group_by_key().windowed_by(windows), s).to_stream().to("out")
+    elif op == "stream_table":
+        table = b.table("table", name="versioned", versioned=s["history"])
+        grace = s["grace"] or None
+        getattr(b.stream("in"), s["kind"])(table, _joiner, grace=grace, name="j").to("out")
+    elif op == "stream_stream":
+        windows = JoinWindows.of_time_difference_and_grace(0, s["grace"]).before(s["before"]).after(s["after"])
+        getattr(b.stream("left"), s["kind"])(b.stream("right"), _joiner, windows, name="j").to("out")
+    else:
+        raise ValueError(f"unknown conformance operator {op!r}; expected one of session, time_window, "
+                         f"stream_table, stream_stream")
+    return b.build()
+
+
+def _format(key: Any, value: Any, ts: int) -> list[Any]:
+    if isinstance(key, Windowed):
+        key = f"{key.key}@{key.start}@{key.end}"
+    if isinstance(value, int):
+        value = str(value)
+    return [key, value, ts]
+
+
+def run(s: dict[str, Any], inputs: list[list[Any]] | None = None) -> Steps:
+    """Per input record of ``s`` (or of ``inputs`` instead), the outputs it caused."""
+    steps: Steps = []
+    with TopologyTestDriver(topology(s)) as d:
+        out = d.output_topic("out")
+        for topic, key, value, ts in (s["inputs"] if inputs is None else inputs):
+            d.input_topic(topic).pipe(key, value, ts)
+            steps.append([_format(r.key, r.value, r.timestamp) for r in out.read_records()])
+    return steps

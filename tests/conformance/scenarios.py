@@ -1,0 +1,84 @@
+"""Random conformance scenarios, one generator per operator both engines have.
+
+A scenario is a JSON-able dict: ``id``, ``op`` (``session``, ``time_window``, ``stream_table``,
+``stream_stream``), the operator's parameters, and ``inputs``: ``[topic, key, value, timestamp]``
+records in the order they are piped (keys and values are strings or None). Timestamps follow a
+drifting clock with jitter, so records arrive out of order, some of them late. Values are unique
+per scenario where outputs must name the records they came from (joins).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["GENERATORS", "OPERATORS", "generate"]
+
+Scenario = dict[str, Any]
+
+
+def _clock(rng: random.Random, n: int, jitter: int) -> list[int]:
+    """``n`` timestamps >= 0: a clock moving 0..6 ms per record, each record up to ``jitter`` early."""
+    out, clock = [], 0
+    for _ in range(n):
+        clock += rng.choice((0, 1, 2, 3, 6))
+        out.append(max(0, clock - (rng.randint(0, jitter) if rng.random() < 0.4 else 0)))
+    return out
+
+
+def _key(rng: random.Random, keys: str, null_share: float = 0.0) -> str | None:
+    return None if rng.random() < null_share else rng.choice(keys)
+
+
+def session(rng: random.Random, sid: int) -> Scenario:
+    times = _clock(rng, rng.randint(1, 30), 25)
+    return {"id": sid, "op": "session", "agg": rng.choice(("count", "reduce", "aggregate")),
+            "emit": rng.choice(("update", "close")), "gap": rng.randint(1, 15), "grace": rng.randint(0, 12),
+            "inputs": [["in", _key(rng, "abc", 0.05), "xyzw"[i % 4], t] for i, t in enumerate(times)]}
+
+
+def time_window(rng: random.Random, sid: int) -> Scenario:
+    size = rng.randint(1, 15)
+    advance = size if rng.random() < 0.5 else rng.randint(1, size)
+    times = _clock(rng, rng.randint(1, 30), 25)
+    return {"id": sid, "op": "time_window", "agg": rng.choice(("count", "reduce", "aggregate")),
+            "emit": rng.choice(("update", "close")), "size": size, "advance": advance, "grace": rng.randint(0, 12),
+            "inputs": [["in", _key(rng, "abc", 0.05), "xyzw"[i % 4], t] for i, t in enumerate(times)]}
+
+
+def stream_table(rng: random.Random, sid: int) -> Scenario:
+    history = rng.randint(5, 40)
+    grace = 0 if rng.random() < 0.4 else rng.randint(1, history)
+    inputs = []
+    for i, t in enumerate(_clock(rng, rng.randint(1, 30), 20)):
+        if rng.random() < 0.45:
+            inputs.append(["table", _key(rng, "ab"), None if rng.random() < 0.2 else f"T{i}", t])
+        else:
+            inputs.append(["in", _key(rng, "ab", 0.05), f"s{i}", t])
+    return {"id": sid, "op": "stream_table", "kind": rng.choice(("join", "left_join")), "history": history,
+            "grace": grace, "inputs": inputs}
+
+
+def stream_stream(rng: random.Random, sid: int) -> Scenario:
+    before, after, grace = rng.randint(0, 12), rng.randint(0, 12), rng.randint(0, 10)
+    inputs = []
+    times = _clock(rng, rng.randint(1, 30), 25)
+    for i, t in enumerate(times):
+        side = rng.choice(("left", "right"))
+        inputs.append([side, _key(rng, "abc", 0.04), f"{side[0].upper()}{i}", t])
+    # the last record moves stream time past every record's window: all unmatched records are final
+    inputs.append(["left", "~end", "F", max(times) + before + after + grace + 1])
+    return {"id": sid, "op": "stream_stream", "kind": rng.choice(("join", "left_join", "outer_join")),
+            "before": before, "after": after, "grace": grace, "inputs": inputs}
+
+
+GENERATORS: dict[str, Callable[[random.Random, int], Scenario]] = {
+    "session": session, "time_window": time_window, "stream_table": stream_table, "stream_stream": stream_stream}
+OPERATORS = tuple(GENERATORS)
+
+
+def generate(op: str, n: int, seed: int) -> list[Scenario]:
+    """``n`` scenarios of operator ``op`` from ``seed`` (the same seed gives the same scenarios)."""
+    rng = random.Random(f"{op}:{seed}")
+    return [GENERATORS[op](rng, i) for i in range(n)]
