@@ -67,7 +67,7 @@ def _parse_str(value: Any) -> str:
 def _parse_int(value: Any) -> int:
     if isinstance(value, bool):
         raise _Bad(f"{value!r} is not an integer")
-    if isinstance(value, timedelta):  # durations (SEMANTICS §0): int ms or timedelta
+    if isinstance(value, timedelta):  # durations (docs/semantics.md, "Time and stream time"): int ms or timedelta
         return (value.days * 86_400_000) + (value.seconds * 1000) + (value.microseconds // 1000)
     if isinstance(value, int):
         return value

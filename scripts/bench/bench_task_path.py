@@ -12,7 +12,7 @@ The **floor** is a minimal hand-written Python sessionizer over the same records
 keep each user's few sessions in a dict of lists, merge a click into the sessions within ``gap``,
 drop clicks later than ``stream_time - gap - grace``, and emit each session as JSON bytes once stream
 time passes ``end + gap + grace`` (a heap of session ends). That is the least work that gives the
-topology's output (SEMANTICS.md 2.2 with ON_WINDOW_CLOSE); no state store, no changelog, no serde
+topology's output (docs/semantics.md, "Session windows" with ON_WINDOW_CLOSE); no state store, no changelog, no serde
 layer, no operator graph. The floor used for the first figures of issue 5 ("naive floor": one open
 session per user, closed by the user's next click, no grace) gives a different output (fewer
 records: it never closes a session by stream time); it is still printed, for comparison only.
@@ -92,7 +92,7 @@ def run_task(records: list[Record], batch: int, keep: list[tuple[Any, Any, int]]
 
 def run_floor(records: list[Record], batch: int, keep: list[tuple[Any, Any, int]] | None = None,
               gap: int = GAP, grace: int = GRACE) -> tuple[float, int]:
-    """The floor: the least code that gives the sessions topology's output (SEMANTICS.md section 2.2).
+    """The floor: the least code that gives the sessions topology's output (docs/semantics.md, "Session windows").
 
     Per user a short list of sessions ``[start, end, clicks]``; a click within ``gap`` of sessions
     merges them (in place when it touches one, the common case); a click whose merged session ends

@@ -18,7 +18,7 @@ DAY_MS = 86_400_000
 
 
 def changelog_topic_name(application_id: str, store_name: str) -> str:
-    """``<application_id>-<store_name>-changelog`` (SEMANTICS.md section 5)."""
+    """``<application_id>-<store_name>-changelog`` (docs/semantics.md, "Changelogs and restoration")."""
     return f"{application_id}-{store_name}-changelog"
 
 
@@ -83,7 +83,7 @@ class StoreSpec:
         return changelog_topic_name(application_id, self.name)
 
     def changelog_config(self) -> dict[str, str]:
-        """Topic configs of the changelog (SEMANTICS.md section 5)."""
+        """Topic configs of the changelog (docs/semantics.md, "Changelogs and restoration")."""
         if self.kind == "session":
             return {"cleanup.policy": "compact,delete",
                     "retention.ms": str((self.retention_ms or 0) + DAY_MS)}

@@ -1,4 +1,4 @@
-"""Grouped streams and session-window aggregations (SEMANTICS.md section 2.2).
+"""Grouped streams and session-window aggregations (docs/semantics.md, "Session windows").
 
 ``stream.group_by_key().windowed_by(SessionWindows...)`` then ``count()``, ``reduce(r)`` or
 ``aggregate(initializer, aggregator, merger)``; each returns a windowed :class:`KTable` whose

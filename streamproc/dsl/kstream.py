@@ -220,7 +220,7 @@ class KStream:
         - ``other`` a :class:`KTable`: ``joiner(stream_value, table_value)`` for each stream record whose
           key has a table value as of the record's timestamp (versioned table) or now (key-value table).
           ``grace`` (versioned tables only, ``<=`` the history retention) buffers stream records until
-          the stream has moved ``grace`` past them, so late table updates are seen. SEMANTICS.md section 4.
+          the stream has moved ``grace`` past them, so late table updates are seen. docs/semantics.md, "Versioned tables and as-of joins".
         - ``other`` a :class:`KStream`: ``join(other, joiner, JoinWindows...)`` (the windows as third
           argument or ``windows=``): ``joiner(this_value, other_value)`` for every pair of records with
           the same key within the windows; output timestamp = the later of the two. docs/windows.md.
@@ -388,7 +388,7 @@ class BranchedKStream:
 
 
 def _join_partner(other: Any, table: Any, op: str) -> Any:
-    """``join(rates, ...)``, ``join(other=rates, ...)`` or ``join(table=rates, ...)`` (SEMANTICS §4's name)."""
+    """``join(rates, ...)``, ``join(other=rates, ...)`` or ``join(table=rates, ...)`` (the name docs/semantics.md uses)."""
     if table is not None:
         if other is not None:
             raise ValueError(f"{op}() got both other={other!r} and table={table!r}; pass one")

@@ -35,7 +35,7 @@ class WindowStoreSpec(StoreSpec):
                                              self.retain_duplicates)
 
     def changelog_config(self) -> dict[str, str]:
-        """``cleanup.policy=compact,delete``, ``retention.ms = retention + 24 h`` (SEMANTICS.md section 5)."""
+        """``cleanup.policy=compact,delete``, ``retention.ms = retention + 24 h`` (docs/semantics.md, "Changelogs and restoration")."""
         return {"cleanup.policy": "compact,delete", "retention.ms": str((self.retention_ms or 0) + DAY_MS)}
 
     def describe_extra(self) -> list[str]:

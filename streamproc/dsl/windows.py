@@ -1,4 +1,4 @@
-"""Session windows and emit strategies (SEMANTICS.md section 2.2)."""
+"""Session windows and emit strategies (docs/semantics.md, "Session windows")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session-window aggregation (SEMANTICS.md section 2.2, KIP-94).
+"""Session-window aggregation (docs/semantics.md, "Session windows", KIP-94).
 
 For each record ``(key, value, ts)`` with a non-None key:
 

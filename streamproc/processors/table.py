@@ -1,4 +1,4 @@
-"""Table sources and the stream-table join (SEMANTICS.md sections 3 and 4)."""
+"""Table sources and the stream-table join (docs/semantics.md, "Versioned store" and "Versioned tables and as-of joins")."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from .base import Processor, kv_writer, user_error
 
 __all__ = ["BUFFER_TIME", "VALID_TO_UNDEFINED", "StreamTableJoinProcessor", "TableSourceProcessor"]
 
-#: ``put`` result of a versioned store when the new version is the newest (SEMANTICS section 3).
+#: ``put`` result of a versioned store when the new version is the newest (docs/semantics.md, "Versioned store").
 VALID_TO_UNDEFINED = -1
 #: Key of the join buffer's stream time in the join's progress store.
 BUFFER_TIME = "buffer_time"

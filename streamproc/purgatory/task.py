@@ -19,7 +19,7 @@ __all__ = ["TimerTask", "TimerTaskList"]
 
 
 def _delay_ms(value: int | timedelta, owner: str) -> int:
-    """Normalise a task delay: int ms or timedelta, >= 0 (SEMANTICS §0; zero: due at once)."""
+    """Normalise a task delay: int ms or timedelta, >= 0 (docs/semantics.md, "Time and stream time"; zero: due at once)."""
     if isinstance(value, bool):
         raise TypeError(f"delay_ms of {owner} must be int milliseconds or timedelta, got bool {value!r}")
     if isinstance(value, timedelta):

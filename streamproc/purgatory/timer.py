@@ -87,7 +87,7 @@ class Timer:
     )
 
     def __init__(self, tick_ms: int | timedelta = 1, wheel_size: int = DEFAULT_WHEEL_SIZE, start_ms: int = 0) -> None:
-        if isinstance(tick_ms, timedelta):  # SEMANTICS section 0: durations accept timedelta
+        if isinstance(tick_ms, timedelta):  # docs/semantics.md, "Time and stream time": durations accept timedelta
             tick_ms = duration_ms(tick_ms, "tick_ms", "Timer")
         for name, value, low in (("tick_ms", tick_ms, 1), ("wheel_size", wheel_size, 2)):
             if isinstance(value, bool) or not isinstance(value, int):

@@ -1,7 +1,7 @@
 """State stores: key-value, window (KIP-428), session (KIP-94), versioned (KIP-889), change-logging.
 
 The in-memory stores hold Python objects and know nothing of Kafka; :func:`change_logged` wraps any
-of them so its writes become changelog records (see ``changelog.py``). Rules: SEMANTICS.md §1-3, §5.
+of them so its writes become changelog records (see ``changelog.py``). Rules: docs/semantics.md, "Stores" and "Changelogs and restoration".
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class StoreBase:
         self._open = True
         self._ref_key: Any = _NO_KEY  # a key the store holds, to order new keys against
 
-    # -- keys of one store must be mutually comparable (SEMANTICS.md section 0) ----------------
+    # -- keys of one store must be mutually comparable (docs/semantics.md, "Time and stream time") ----------------
     def _check_new_key(self, key: Any) -> None:
         """Before a key the store may not hold yet is stored: TypeError (naming the store and the
         key) if it cannot be ordered against a key the store holds; an empty store takes any key."""

@@ -1,4 +1,4 @@
-"""Changelog record format and topic configuration (SEMANTICS.md section 5).
+"""Changelog record format and topic configuration (docs/semantics.md, "Changelogs and restoration").
 
 Record keys (``K`` = the key serialised by the key serde):
 

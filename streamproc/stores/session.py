@@ -1,4 +1,4 @@
-"""In-memory session store (KIP-94), per SEMANTICS.md section 2.1.
+"""In-memory session store (KIP-94), per docs/semantics.md, "Session store".
 
 A session is ``Windowed(key, start, end)`` with ``start <= end`` (both inclusive) and an aggregate.
 

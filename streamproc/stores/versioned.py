@@ -1,4 +1,4 @@
-"""In-memory versioned key-value store (KIP-889), per SEMANTICS.md section 3.
+"""In-memory versioned key-value store (KIP-889), per docs/semantics.md, "Versioned store".
 
 Each key has versions ``valid_from -> value | tombstone``; a version's ``valid_to`` is the next
 larger version timestamp of that key (tombstones included) and undefined for the newest.

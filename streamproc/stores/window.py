@@ -1,4 +1,4 @@
-"""In-memory window store (KIP-428), per SEMANTICS.md section 1.
+"""In-memory window store (KIP-428), per docs/semantics.md, "Window store".
 
 Layout: one segment per window start (1 ms granularity) in an ordered map
 ``start -> segment``; a segment maps ``key -> value`` (``key -> [values...]`` in insertion order

@@ -1,5 +1,5 @@
 """Changelog topics and restoration on a real broker: the daemon creates every changelog topic with
-the configs of SEMANTICS section 5 (read back with the admin client); restoration logs its progress
+the configs of docs/semantics.md, "Changelogs and restoration" (read back with the admin client); restoration logs its progress
 per partition (offset, end, remaining, rate) and exports it as metrics; a rebalance in the middle of
 a restore stops the revoked partitions' restoration and starts the new ones, without a hang or a
 crash, and every store ends up with exactly what its changelog holds."""

@@ -1,4 +1,4 @@
-"""The public API names of DESIGN.md import from where it says, and nothing public pulls in PySpark."""
+"""The public API names of the README and docs/dsl.md import from where it says, and nothing public pulls in PySpark."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ PEERS = ("passthrough", "streamproc", "quix", "quix-key", "faust")
 #: ``close_after(last, gap, grace)``: the stream time at which a session whose last click is
 #: ``last`` is emitted. ``marker_closes``: the end-of-input marker closes every open session.
 CLOSE_RULES: dict[str, dict[str, Any]] = {
-    # end < stream_time - gap - grace   (SEMANTICS.md 2.2, ON_WINDOW_CLOSE; stream time per task)
+    # end < stream_time - gap - grace   (docs/semantics.md, "Session windows", ON_WINDOW_CLOSE; stream time per task)
     "streamproc": {"sessions": "merge", "scope": "partition", "marker_closes": True,
                    "close_after": lambda last, gap, grace: last + gap + grace + 1},
     # end_exclusive <= watermark - 2*gap - grace, end_exclusive = last + 1 (quixstreams session.py)

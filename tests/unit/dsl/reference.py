@@ -1,4 +1,4 @@
-"""Brute-force reference models written from SEMANTICS.md (sections 2.2, 3 and 4) alone.
+"""Brute-force reference models written from docs/semantics.md ("Session windows", "Versioned store", "Versioned tables and as-of joins") alone.
 
 They share no code with streamproc: plain lists and dicts, linear scans, re-sorting everything on
 every step. Each returns the expected output as a list of ``(key, value, timestamp)`` tuples, where a
@@ -73,7 +73,7 @@ class SessionReference:
 
 
 class VersionedTableReference:
-    """A versioned table with history retention ``history`` (SEMANTICS.md section 3)."""
+    """A versioned table with history retention ``history`` (docs/semantics.md, "Versioned store")."""
 
     def __init__(self, history: int) -> None:
         self.history = history
@@ -104,7 +104,7 @@ class VersionedTableReference:
 
 
 class JoinReference:
-    """Stream-table join against a versioned table, optional grace buffer (SEMANTICS.md section 4)."""
+    """Stream-table join against a versioned table, optional grace buffer (docs/semantics.md, "Versioned tables and as-of joins")."""
 
     def __init__(self, history: int, joiner: Callable[[Any, Any], Any], left: bool,
                  grace: int | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Every vector of SEMANTICS.md, through the TopologyTestDriver."""
+"""Every example of docs/semantics.md, through the TopologyTestDriver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Small helpers shared by the SEMANTICS conformance tests."""
+"""Small helpers shared by the tests of docs/semantics.md."""
 
 from __future__ import annotations
 

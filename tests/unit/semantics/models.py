@@ -1,4 +1,4 @@
-"""Brute-force reference models written from SEMANTICS.md (not from the implementation).
+"""Brute-force reference models written from docs/semantics.md (not from the implementation).
 
 Each model keeps the simplest possible state (plain dicts/lists, full scans, sorting on every read)
 and follows the wording of the rule it cites. They are deliberately slow and obviously correct.

@@ -1,4 +1,4 @@
-"""SEMANTICS.md §0: durations, stream time, key order, ``Windowed`` and ``None`` keys."""
+"""docs/semantics.md, "Time and stream time": durations, stream time, key order, ``Windowed`` and ``None`` keys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md §1: the in-memory window store (KIP-428), black-box against ``WindowModel``."""
+"""docs/semantics.md, "Window store": the in-memory window store (KIP-428), black-box against ``WindowModel``."""
 
 from __future__ import annotations
 
@@ -313,7 +313,7 @@ def test_window_store_matches_model(config: tuple[int, int, int | None, bool], o
 
 
 def test_argument_names_of_semantics_md() -> None:
-    """Every call written with the argument names SEMANTICS.md/DESIGN.md use."""
+    """Every call written with the argument names docs/stores.md uses."""
     s = Stores.in_memory_window_store(name="w", retention=100, window_size=10, grace=50, retain_duplicates=False)
     assert s.put(key="a", value=1, window_start=5)
     assert s.get(key="a", window_start=5) == 1

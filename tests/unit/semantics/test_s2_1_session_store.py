@@ -1,4 +1,4 @@
-"""SEMANTICS.md §2.1: the in-memory session store (KIP-94), black-box against ``SessionModel``."""
+"""docs/semantics.md, "Session store": the in-memory session store (KIP-94), black-box against ``SessionModel``."""
 
 from __future__ import annotations
 

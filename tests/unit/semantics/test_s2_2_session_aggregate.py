@@ -1,4 +1,4 @@
-"""SEMANTICS.md §2.2: session-window aggregation through the DSL and the TopologyTestDriver."""
+"""docs/semantics.md, "Session windows": session-window aggregation through the DSL and the TopologyTestDriver."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md §3: the in-memory versioned key-value store (KIP-889), against ``VersionedModel``."""
+"""docs/semantics.md, "Versioned store": the in-memory versioned key-value store (KIP-889), against ``VersionedModel``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SEMANTICS.md §4: stream join against a (versioned) table, against ``JoinModel``."""
+"""docs/semantics.md, "Versioned tables and as-of joins": stream join against a (versioned) table, against ``JoinModel``."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_dsl_argument_names_and_errors() -> None:
     b = StreamsBuilder()
     table = b.table("table", name="tbl", versioned=timedelta(seconds=1))
     stream = b.stream("stream")
-    # the table is passed positionally: SEMANTICS writes ``join(table, ...)``, the DSL names it ``other``
+    # the table is passed positionally: docs/semantics.md writes ``join(table, ...)``, the DSL names it ``other``
     # (it also takes a KStream for windowed stream-stream joins)
     stream.join(table, joiner=joiner, grace=timedelta(milliseconds=500)).to("o1")
     stream.left_join(table, joiner=joiner).to("o2")

@@ -1,4 +1,4 @@
-"""SEMANTICS.md §5: changelog topics, record formats and restoration (broker-less parts).
+"""docs/semantics.md, "Changelogs and restoration": changelog topics, record formats and restoration (broker-less parts).
 
 Restoration against a real broker (rebalance in the middle, progress, bad checkpoints) is covered by
 tests/integration; here: the record format, the topic configs, and that replaying a store's

@@ -1,9 +1,9 @@
-"""SEMANTICS.md §6: commits and delayed acks (the broker-less parts).
+"""docs/semantics.md, "Commits and delayed acks": commits and delayed acks (the broker-less parts).
 
 - The committable offset of a partition is the lowest un-acknowledged input offset, never past a gap
   (``AckTracker``, against a brute-force model).
 - Pending acks are delayed operations in the timing-wheel purgatory; one that times out fails the
-  partition (its task). The purgatory and timer rules of DESIGN.md are checked against models too.
+  partition (its task). The purgatory and timer rules of docs/purgatory.md are checked against models too.
 - A record's changelog sends hold its offset back until acknowledged (``register_changelog_flush``).
 
 The commit order against a real broker, and exactly-once, are covered by tests/integration.
@@ -187,10 +187,10 @@ def test_processing_guarantees() -> None:
         Config(application_id="a", bootstrap_servers="b:1", processing_guarantee="exactly_once")
 
 
-# -- the timing wheel (DESIGN.md) against a model -------------------------------------------------
+# -- the timing wheel (docs/purgatory.md) against a model -------------------------------------------------
 
 TIMER_OPS = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.integers(0, 300)),  # negative delays are a ValueError (SEMANTICS §0)
+    st.tuples(st.just("add"), st.integers(0, 300)),  # negative delays are a ValueError (docs/semantics.md, "Time and stream time")
     st.tuples(st.just("cancel"), st.integers(0, 1000)),
     st.tuples(st.just("advance"), st.integers(0, 400)),
 ), max_size=60)

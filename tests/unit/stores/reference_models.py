@@ -1,4 +1,4 @@
-"""Plain reference models of the stores, written from SEMANTICS.md alone.
+"""Plain reference models of the stores, written from docs/semantics.md alone.
 
 Dicts and linear scans, no ordering structures and no expiry bookkeeping: every read filters by the
 rules directly. The property tests run the real stores and these models side by side.

@@ -35,7 +35,7 @@ def be8(n: int) -> bytes:
     return n.to_bytes(8, "big", signed=True)
 
 
-# -- key formats (SEMANTICS section 5) ----------------------------------------------------------
+# -- key formats (docs/semantics.md, "Changelogs and restoration") ----------------------------------------------------------
 def test_key_value_record_format() -> None:
     s = change_logged(Stores.in_memory_key_value_store("kv"), serde.STRING, serde.INT, topic="app-kv-changelog")
     assert isinstance(s, ChangeLoggingKeyValueStore) and s.changelog_topic == "app-kv-changelog"

@@ -1,4 +1,4 @@
-"""Session store (KIP-94): SEMANTICS.md section 2.1, against the reference model."""
+"""Session store (KIP-94): docs/semantics.md, "Session store", against the reference model."""
 
 from __future__ import annotations
 

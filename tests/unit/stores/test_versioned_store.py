@@ -1,4 +1,4 @@
-"""Versioned store (KIP-889): SEMANTICS.md section 3, against the reference model."""
+"""Versioned store (KIP-889): docs/semantics.md, "Versioned store", against the reference model."""
 
 from __future__ import annotations
 

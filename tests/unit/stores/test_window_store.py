@@ -1,4 +1,4 @@
-"""Window store (KIP-428): SEMANTICS.md section 1, against the reference model."""
+"""Window store (KIP-428): docs/semantics.md, "Window store", against the reference model."""
 
 from __future__ import annotations
 
