@@ -7,6 +7,7 @@
 #                      compiled module's source changed (streamproc runs a stale one from source)
 #   4. kafka jars    : scripts/kafka/localkafka.py install (mvn; no download once cached)
 #   5. spark jars    : scripts/spark/fetch_jars.py (the Spark connector; no download once cached)
+#   6. kafka-streams : tests/conformance (Kafka Streams jars via mvn, its Java runner via javac)
 #
 # Caches live outside git: $STREAMPROC_CACHE (default ~/.cache/streamproc).
 set -euo pipefail
@@ -72,8 +73,16 @@ fetch_spark_jars() {
   fi
 }
 
+# Kafka Streams' own TopologyTestDriver for tests/conformance (mvn jars + javac of the runner; no
+# download or compile once cached).
+fetch_kafka_streams_conformance() {
+  step "kafka-streams jars + conformance runner (Maven Central, javac)"
+  "$VENV/bin/python" -m tests.conformance.kafka_streams install
+}
+
 setup_venv
 install_package
 build_native
 fetch_kafka_jars
 fetch_spark_jars
+fetch_kafka_streams_conformance

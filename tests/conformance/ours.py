@@ -4,6 +4,7 @@ runner's format: per input record, ``[key, value, timestamp]`` of each output (a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from streamproc.dsl import EmitStrategy, JoinWindows, SessionWindows, StreamsBuilder, TimeWindows, Topology
@@ -62,10 +63,14 @@ def _format(key: Any, value: Any, ts: int) -> list[Any]:
     return [key, value, ts]
 
 
-def run(s: dict[str, Any], inputs: list[list[Any]] | None = None) -> Steps:
-    """Per input record of ``s`` (or of ``inputs`` instead), the outputs it caused."""
+def run(s: dict[str, Any], inputs: list[list[Any]] | None = None,
+        adjust: Callable[[TopologyTestDriver], None] | None = None) -> Steps:
+    """Per input record of ``s`` (or of ``inputs`` instead), the outputs it caused; ``adjust`` is
+    called with the driver before the first record (the classifiers' counterfactual runs)."""
     steps: Steps = []
     with TopologyTestDriver(topology(s)) as d:
+        if adjust is not None:
+            adjust(d)
         out = d.output_topic("out")
         for topic, key, value, ts in (s["inputs"] if inputs is None else inputs):
             d.input_topic(topic).pipe(key, value, ts)
