@@ -87,7 +87,7 @@ def _fetch_jars(version: str, quiet: bool) -> Path:
     proc = subprocess.run(
         ["mvn", "-B", "-q", "-f", str(root / "pom.xml"), f"{DEPENDENCY_PLUGIN}:copy-dependencies",
          f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"],
-        stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"mvn failed ({proc.returncode}) fetching kafka-streams {version}; check that Maven "
                            f"Central is reachable and the version exists:\n" + (proc.stdout + proc.stderr)[-4000:])
@@ -111,7 +111,7 @@ def _compile(version: str, libs: Path, quiet: bool) -> Path:
     shutil.rmtree(classes, ignore_errors=True)
     classes.mkdir(parents=True)
     proc = subprocess.run(["javac", "-encoding", "UTF-8", "-d", str(classes), "-cp", f"{libs}/*", str(RUNNER_SOURCE)],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"javac failed compiling {RUNNER_SOURCE} against kafka-streams {version}:\n"
                            + (proc.stdout + proc.stderr)[-4000:])
@@ -144,7 +144,7 @@ def run(scenarios: Sequence[dict[str, Any]], *, timeout: float = 900.0) -> list[
     libs, classes = install(quiet=True)
     payload = "".join(json.dumps(s) + "\n" for s in scenarios)
     proc = subprocess.run(["java", "-Xmx512m", "-cp", f"{classes}{os.pathsep}{libs}/*", RUNNER_CLASS],
-                          input=payload, capture_output=True, text=True, timeout=timeout)
+                          input=payload, capture_output=True, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"the Kafka Streams runner exited with {proc.returncode}:\n{proc.stderr[-4000:]}")
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
