@@ -242,6 +242,15 @@ class Config:
         5000, "Maximum records per getmany() batch.", _positive_int, metavar="N")
     poll_timeout_ms: int = _setting(
         100, "How long getmany() waits for records.", _positive_int, metavar="MS")
+    max_task_idle_ms: int = _setting(
+        30_000, "How long a task waits for an input partition that has nothing buffered but unread "
+                "records on the broker before it processes its other inputs anyway (it processes its "
+                "inputs in timestamp order across partitions; docs/semantics.md). Longer than a broker "
+                "failover, so losing a partition leader does not reorder a task's input; 0 = never wait.",
+        _non_negative_int, metavar="MS")
+    buffered_records_per_partition: int = _setting(
+        1000, "Fetched records a task buffers per input partition; a full partition's fetching is "
+              "paused until the task has processed below this bound.", _positive_int, metavar="N")
     changelog_enabled: bool = _setting(
         True, "Change-log stores to `<application_id>-<store>-changelog` and restore them on assignment. "
               "Off: state starts empty on every assignment.", _parse_bool, metavar="BOOL")

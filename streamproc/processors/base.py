@@ -83,7 +83,7 @@ def user_error(operator: str, what: str, exc: BaseException, key: Any) -> Proces
 class Processor:
     """Base class: a node of a task's processor graph."""
 
-    __slots__ = ("_logged", "children", "forward", "name", "task")
+    __slots__ = ("_logged", "children", "forward", "late_example", "name", "task")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -91,6 +91,8 @@ class Processor:
         self.forward: Forward = _drop
         self.task: Task | None = None
         self._logged: set[str] = set()
+        #: the last record dropped as late: ``(topic, partition, offset, timestamp, stream time)``
+        self.late_example: tuple[Any, Any, Any, int, int] | None = None
 
     def init(self, task: Task) -> None:
         """Called once per task after its stores are restored and before the first record."""
@@ -119,6 +121,12 @@ class Processor:
     def metrics(self) -> dict[str, int]:
         """Counters of this operator (names are ``dropped_records_<reason>`` and the like)."""
         return {}
+
+    def note_late(self, timestamp: int, stream_time: int) -> None:
+        """Remember the record being processed as the latest one this operator dropped as late
+        (the runtime's late-drop warning quotes it); the caller counts the drop."""
+        record = self.task.current  # type: ignore[union-attr]
+        self.late_example = (record.topic, record.partition, record.offset, timestamp, stream_time)
 
     def log_once(self, cause: str, message: str) -> None:
         """Log ``message`` at WARNING the first time ``cause`` happens in this operator."""

@@ -229,6 +229,7 @@ class SessionAggregateProcessor(Processor):
                 agg += entry[2]
             if end < close_time:
                 self.dropped_late += 1
+                self.note_late(ts, stream_time)
                 return
         else:
             try:
@@ -243,6 +244,7 @@ class SessionAggregateProcessor(Processor):
                         agg = merger(key, agg, entry[2])
                 if end < close_time:
                     self.dropped_late += 1
+                    self.note_late(ts, stream_time)
                     return
                 agg = self.aggregator(key, value, agg)
             except Exception as exc:

@@ -242,6 +242,7 @@ class StreamStreamJoinProcessor(Processor):
         t = max(t_old, ts)
         if ts < t - self.this_lag:
             self.dropped_late += 1
+            self.note_late(ts, t)
             self.log_once("late", f"dropping late records: a record's timestamp must be >= stream time - "
                                   f"{self.this_lag} ms (its side's window extent + grace); raise the JoinWindows' "
                                   f"grace to accept records this much out of order")

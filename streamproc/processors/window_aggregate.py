@@ -168,6 +168,7 @@ class TimeWindowAggregateProcessor(Processor):
             if start + size <= close_time:
                 self.skipped_late_windows += 1
                 self.dropped_late += 1
+                self.note_late(ts, self.stream_time)
                 if self.emit_on_close and close_time > self.last_emitted_close:
                     self._emit_closed(self._closing(close_time), close_time)
                 return
@@ -183,6 +184,7 @@ class TimeWindowAggregateProcessor(Processor):
                     updates.append((start, self._updated(key, value, ts, start)))
             if not updates:
                 self.dropped_late += 1
+                self.note_late(ts, self.stream_time)
         put = self._put
         if self.emit_on_close:
             closing = self._closing(close_time) if close_time > self.last_emitted_close else None

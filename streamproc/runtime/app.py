@@ -52,8 +52,10 @@ from ..errors import StreamprocError
 from .acks import register_batch
 from .committer import Committer
 from .consumer import AckService, InputConsumer
+from .drops import DropReporter
 from .error_policy import ErrorPolicy, Stage, classify, dead_letter_headers
 from .metrics import Metrics
+from .partition_group import PartitionGroup
 from .producer import OutputProducer, SendBuffer, to_bytes
 from .restore import Restorer
 from .service import Service
@@ -106,6 +108,7 @@ class StreamApp(Service):
         app_id = config.application_id
         self.lock = asyncio.Lock()
         self.metrics = Metrics(config.metrics_port, config.metrics_host)
+        self.drops = DropReporter(self.metrics.dropped)
         # durability (docs/durability.md): local snapshots under state_dir; exactly-once transactions
         self.snapshots = Snapshots(config.state_dir, app_id) if config.state_dir else None
         eos = config.processing_guarantee == "exactly_once_v2"
@@ -224,6 +227,7 @@ class StreamApp(Service):
                         log.warning("snapshots not written: %s: %s", type(exc).__name__, exc)
         for mt in self.tasks:
             self._close_task(mt, "shutdown")
+        self.drops.flush()
         if self.snapshots is not None:
             self.snapshots.unlock()
         self.metrics.tasks.labels("running").set(0)
@@ -293,16 +297,28 @@ class StreamApp(Service):
             if self.tasks and time.monotonic() - self._last_punctuate >= _PUNCTUATE_EVERY_S:
                 async with self.lock:
                     await self._punctuate()
-            batch = await consumer.getmany(timeout_ms=cfg.poll_timeout_ms, max_records=cfg.max_poll_records)
-            if not batch:
-                continue
+            batch = await consumer.getmany(timeout_ms=self._poll_timeout_ms(), max_records=cfg.max_poll_records)
             epoch = self._epoch  # the records belong to the assignment current at return
             async with self.lock:
                 if epoch != self._epoch:
-                    log.debug("discarding a batch fetched before a rebalance (it is fetched again)")
+                    if batch:
+                        log.debug("discarding a batch fetched before a rebalance (it is fetched again)")
                     continue
-                await self._process_batch(batch)
+                if batch:
+                    self._buffer_batch(batch)
+                await self._process_ready()
         self._check_components()
+
+    def _poll_timeout_ms(self) -> int:
+        """``poll_timeout_ms``, or less when a task waiting for a lagging input reaches
+        ``max_task_idle_ms`` sooner (it then processes what it has)."""
+        timeout = self.config.poll_timeout_ms
+        now = _now_ms()
+        for mt in self.tasks.running():
+            since = mt.buffer.waiting_since()
+            if since is not None:
+                timeout = min(timeout, max(0, since + self.config.max_task_idle_ms - now))
+        return timeout
 
     def _check_components(self) -> None:
         if self.fatal is not None:
@@ -312,13 +328,10 @@ class StreamApp(Service):
                 raise StreamprocError(f"{child.label} failed: {type(child.crash).__name__}: {child.crash}") \
                     from child.crash
 
-    async def _process_batch(self, batch: dict[TopicPartition, list[Any]]) -> None:
-        metrics = self.metrics
+    def _buffer_batch(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        """Hand each partition's fetched records to its task's input buffer; pause a partition whose
+        buffer is full (resumed in :meth:`_process_ready` once it is below the bound)."""
         consumer = self.consumer
-        buf = self.producer.buffer()
-        firsts: dict[TopicPartition, int] = {}
-        lasts: dict[TopicPartition, int] = {}
-        out_counts: dict[str, int] = {}
         for tp, records in batch.items():
             if not records:
                 continue
@@ -326,27 +339,90 @@ class StreamApp(Service):
             if mt is None or mt.state is not TaskState.RUNNING or mt.id in self._failed:
                 self._refetch_later(tp, records[0].offset, mt)
                 continue
-            started = time.perf_counter()
-            self._run_records(mt, tp, records, buf)
-            outputs = mt.task.drain_outputs()
-            if outputs:
-                for topic, n in buf.add_outputs(outputs, tp).items():
-                    out_counts[topic] = out_counts.get(topic, 0) + n
-            metrics.processing_latency.observe(time.perf_counter() - started)
-            metrics.records_in.labels(tp.topic, str(tp.partition)).inc(len(records))
-            firsts[tp] = records[0].offset
-            lasts[tp] = records[-1].offset
-            hw = consumer.highwater(tp)
-            if hw is not None:
-                metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - lasts[tp] - 1))
+            mt.buffer.add(tp, records)
+            if tp not in mt.paused and mt.buffer.full(tp):
+                consumer.pause(tp)
+                mt.paused.add(tp)
+
+    async def _process_ready(self) -> None:
+        """Process every task's buffered records that the ordering rule releases now, send their
+        outputs as whole producer batches and register them with the ack tracker."""
+        metrics = self.metrics
+        consumer = self.consumer
+        buf = self.producer.buffer()
+        firsts: dict[TopicPartition, int] = {}
+        lasts: dict[TopicPartition, int] = {}
+        out_counts: dict[str, int] = {}
+        for mt in self.tasks.running():
+            if mt.id in self._failed or not len(mt.buffer):
+                continue
+            group = mt.buffer
+            while True:
+                empty = group.empty_partitions()
+                lagging = [tp for tp in empty if await self._has_unread(tp)] if empty else ()
+                enforced = group.enforced_runs
+                found = group.next_run(_now_ms(), lagging)
+                if found is None:
+                    break
+                tp, records = found
+                if group.enforced_runs != enforced:
+                    self._report_enforced(mt, lagging)
+                started = time.perf_counter()
+                self._run_records(mt, tp, records, buf)
+                outputs = mt.task.drain_outputs()
+                if outputs:
+                    for topic, n in buf.add_outputs(outputs, tp).items():
+                        out_counts[topic] = out_counts.get(topic, 0) + n
+                metrics.processing_latency.observe(time.perf_counter() - started)
+                metrics.records_in.labels(tp.topic, str(tp.partition)).inc(len(records))
+                firsts.setdefault(tp, records[0].offset)
+                lasts[tp] = records[-1].offset
+                if mt.id in self._failed:
+                    break
+            for tp in [tp for tp in mt.paused if not group.full(tp)]:
+                mt.paused.discard(tp)
+                consumer.resume(tp)
         if not firsts:
             return
+        for tp, last in lasts.items():
+            hw = consumer.highwater(tp)
+            if hw is not None:
+                metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - last - 1))
         sent = await buf.flush() if len(buf) else []
         tracker = self.acks.tracker
         register_batch(tracker, firsts, lasts, sent, self.unflushed)
         for topic, n in out_counts.items():
             metrics.records_out.labels(topic).inc(n)
         metrics.pending_acks.set(tracker.pending_sends())
+
+    async def _has_unread(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` has records on the broker beyond the consumer's position (True while that
+        is not known yet): a task with nothing buffered for ``tp`` waits for them."""
+        consumer = self.consumer
+        try:
+            end = consumer.last_stable_offset(tp) if self.eos is not None else None
+            if end is None or end < 0:
+                end = consumer.highwater(tp)
+            if end is None:
+                return True
+            position = await asyncio.wait_for(consumer.position(tp), 0.05)
+        except TimeoutError:
+            return True  # the position is being reset (after a seek or an assignment)
+        except Exception as exc:  # noqa: BLE001 - not assigned any more: nothing to wait for
+            log.debug("lag of %s unknown: %r", tp, exc)
+            return False
+        return bool(position < end)
+
+    def _report_enforced(self, mt: ManagedTask, lagging: Sequence[TopicPartition]) -> None:
+        self.metrics.enforced_processing.inc()
+        now = time.monotonic()
+        if now - mt.enforced_logged_at >= 60.0:
+            mt.enforced_logged_at = now
+            log.warning("task %s waited max_task_idle_ms=%d for records of %s that have not arrived; it "
+                        "processes its other inputs meanwhile, so records may be processed out of timestamp "
+                        "order (%d such run(s) so far; see streamproc_enforced_processing_total)",
+                        mt.id, self.config.max_task_idle_ms,
+                        ", ".join(f"{tp.topic}[{tp.partition}]" for tp in lagging), mt.buffer.enforced_runs)
 
     def _refetch_later(self, tp: TopicPartition, offset: int, mt: ManagedTask | None) -> None:
         """Records of a partition whose task cannot take them now: rewind so they are fetched
@@ -358,7 +434,7 @@ class StreamApp(Service):
         except Exception as exc:  # noqa: BLE001 - not assigned any more: its next owner reads it
             log.debug("cannot rewind %s: %r", tp, exc)
 
-    def _run_records(self, mt: ManagedTask, tp: TopicPartition, records: list[Any], buf: SendBuffer) -> None:
+    def _run_records(self, mt: ManagedTask, tp: TopicPartition, records: Sequence[Any], buf: SendBuffer) -> None:
         """Run ``records`` through the task; a failing record goes to its error policy, then the
         rest of the batch runs."""
         task = mt.task
@@ -385,7 +461,7 @@ class StreamApp(Service):
                 f"{stage.value} error on record {where}: {type(exc).__name__}: {exc} "
                 f"({setting}=fail; set it to skip or dead-letter to go on)") from exc
         if policy is ErrorPolicy.SKIP:
-            self.metrics.dropped.labels(f"{stage.value}_error").inc()
+            self.drops.add(getattr(exc, "operator", None) or tp.topic, f"{stage.value}_error")
             log.warning("skipped record %s (%s error, %s: %s)", where, stage.value, type(exc).__name__, exc)
             return
         topic = self.config.dead_letter_topic
@@ -416,7 +492,8 @@ class StreamApp(Service):
         cfg = self.config
         task = Task(self.topology, tid.subtopology, tid.partition, cfg.application_id,
                     changelog=cfg.changelog_enabled)
-        mt = ManagedTask(task, frozenset(tps))
+        mt = ManagedTask(task, frozenset(tps), PartitionGroup(tps, cfg.buffered_records_per_partition,
+                                                            cfg.max_task_idle_ms))
         self.tasks.add(mt)
         self.consumer.pause(*tps)
         changelogs = mt.changelog_partitions()
@@ -448,6 +525,8 @@ class StreamApp(Service):
             tracker.close_partition(tp)
             self.unflushed.pop(tp, None)
         self.export_task_metrics([mt])
+        mt.buffer.clear()
+        mt.paused.clear()
         mt.task.close()
         mt.state = TaskState.CLOSED
         self.tasks.remove(mt.id)
@@ -460,15 +539,11 @@ class StreamApp(Service):
             self.metrics.tasks.labels(state).set(n)
 
     def export_task_metrics(self, tasks: list[ManagedTask]) -> None:
-        """Add the tasks' ``dropped_records_<reason>`` counters to Prometheus (as deltas)."""
+        """Add the tasks' drop counters to Prometheus (as deltas, by operator and reason) and log
+        the drops that are due (drops.py)."""
         for mt in tasks:
-            for key, value in mt.task.metrics.items():
-                if not key.startswith("dropped_records_"):
-                    continue
-                delta = value - mt.exported.get(key, 0)
-                if delta > 0:
-                    self.metrics.dropped.labels(key[len("dropped_records_"):]).inc(delta)
-                    mt.exported[key] = value
+            task = mt.task
+            self.drops.export(task.dropped_by_operator(), mt.exported, task.late_example)
 
     def _on_ack_failure(self, tp: Hashable, error: BaseException) -> None:
         mt = self.tasks.for_partition(tp)  # type: ignore[arg-type]
@@ -536,6 +611,10 @@ class StreamApp(Service):
                      ", ".join(str(t) for t in sorted(groups)) or "none")
         except Exception as exc:  # noqa: BLE001 - aiokafka would swallow it
             self._set_fatal(exc)
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def _serde_name(serde: Any) -> str | None:

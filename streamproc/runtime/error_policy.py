@@ -3,7 +3,8 @@
 * ``fail``: the daemon stops with a fatal error naming the record's position (its offset is not
   committed, so a restart meets it again).
 * ``skip``: the record is logged (the first time per cause and topic-partition, then counted)
-  and counted in ``streamproc_dropped_records_total{reason=...}``; its offset is committed.
+  and counted in ``streamproc_dropped_records_total{operator=...,reason=...}`` (operator: the
+  one whose function raised, else the input topic); its offset is committed.
 * ``dead-letter``: the record's original key and value bytes are sent to the dead-letter topic
   (``<application_id>-dlq``) with its original headers plus the error headers below; its offset
   is committed only once that send is acknowledged, like any other output.

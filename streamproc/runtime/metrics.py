@@ -9,7 +9,8 @@ Exported series (all prefixed ``streamproc_``):
 ``records_in_total{topic,partition}``           input records handed to tasks
 ``records_out_total{topic}``                    records sent to output/repartition topics
 ``changelog_records_total{topic}``              records sent to changelog topics
-``dropped_records_total{reason}``               records dropped (task drop reasons, error policies)
+``dropped_records_total{operator,reason}``      records dropped (operators' reasons, error policies)
+``enforced_processing_total``                   runs processed without waiting longer for a lagging input
 ``dead_lettered_total{stage}``                  records sent to the dead-letter topic
 ``processing_latency_seconds``                  time to run one partition batch through its task
 ``commit_latency_seconds``                      time of one commit (flush, wait for acks, commit)
@@ -57,7 +58,11 @@ class Metrics(Service):
                                    ["topic"], registry=r)
         self.changelog_records = Counter("streamproc_changelog_records", "Records sent to changelog topics",
                                          ["topic"], registry=r)
-        self.dropped = Counter("streamproc_dropped_records", "Records dropped, by reason", ["reason"], registry=r)
+        self.dropped = Counter("streamproc_dropped_records", "Records dropped, by operator and reason",
+                               ["operator", "reason"], registry=r)
+        self.enforced_processing = Counter(
+            "streamproc_enforced_processing", "Runs of records a task processed while a lagging input had "
+            "nothing buffered (it waited max_task_idle_ms)", registry=r)
         self.dead_lettered = Counter("streamproc_dead_lettered", "Records sent to the dead-letter topic",
                                      ["stage"], registry=r)
         self.processing_latency = Histogram("streamproc_processing_latency_seconds",
@@ -92,6 +97,11 @@ class Metrics(Service):
             self._server = None
 
     def value(self, name: str, **labels: str) -> float:
-        """The current value of a sample (for tests and logs); 0.0 when absent."""
-        v = self.registry.get_sample_value(name, labels or None)
-        return 0.0 if v is None else v
+        """The sum of the samples ``name`` whose labels include ``labels`` (for tests and logs);
+        0.0 when there is none."""
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total

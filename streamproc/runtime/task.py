@@ -232,6 +232,27 @@ class Task:
         m["dropped_records"] = dropped + store_drops
         return m
 
+    def dropped_by_operator(self) -> dict[tuple[str, str], int]:
+        """``{(operator, reason): records dropped so far}``: every processor's
+        ``dropped_records_<reason>`` counters, and per store the writes it rejected as expired
+        (operator = the store's name, reason ``store``)."""
+        out: dict[tuple[str, str], int] = {}
+        for proc in self._order:
+            for key, value in proc.metrics().items():
+                if key.startswith("dropped_records_"):
+                    out[(proc.name, key[len("dropped_records_"):])] = value
+        for name, store in self.stores.items():
+            rejected = getattr(getattr(store, "inner", store), "dropped_records", 0)
+            if rejected:
+                out[(name, "store")] = rejected
+        return out
+
+    def late_example(self, operator: str) -> tuple[Any, Any, Any, int, int] | None:
+        """The last record ``operator`` dropped as late: ``(topic, partition, offset, timestamp,
+        stream time)``, or None."""
+        proc = self.processors.get(operator)
+        return None if proc is None else proc.late_example
+
     def __repr__(self) -> str:
         return f"Task({self.id}, topics={sorted(self._sources)}, stores={sorted(self.stores)})"
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from .partition_group import PartitionGroup
 from .task import Task, TaskId
 
 __all__ = ["ManagedTask", "TaskRegistry", "TaskState"]
@@ -33,9 +34,15 @@ class TaskState(str, Enum):
 class ManagedTask:
     task: Task
     inputs: frozenset[TopicPartition]
+    #: fetched, not yet processed input records, released in timestamp order
+    buffer: PartitionGroup
     state: TaskState = TaskState.RESTORING
-    #: last value of each ``dropped_records_<reason>`` task metric exported to Prometheus
-    exported: dict[str, int] = field(default_factory=dict)
+    #: input partitions paused because their buffer is full
+    paused: set[TopicPartition] = field(default_factory=set)
+    #: when the last "waited max_task_idle_ms" warning was logged (monotonic s)
+    enforced_logged_at: float = float("-inf")
+    #: last value of each ``dropped_records_<reason>`` counter exported to Prometheus, by operator
+    exported: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def id(self) -> TaskId:
