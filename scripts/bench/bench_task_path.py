@@ -97,14 +97,14 @@ def run_floor(records: list[Record], batch: int, keep: list[tuple[Any, Any, int]
     Per user a short list of sessions ``[start, end, clicks]``; a click within ``gap`` of sessions
     merges them (in place when it touches one, the common case); a click whose merged session ends
     before ``close_time = stream_time - gap - grace`` is late and dropped; sessions are emitted once
-    ``close_time`` passes their end, in ``(end, user)`` order, from a heap of ``(end, user, start)``
+    ``close_time`` passes their end, in ``(end, start, user)`` order, from a heap of ``(end, start, user)``
     (entries of sessions merged away since are skipped). Sessions stay mergeable until they end
     before ``max end - (gap + grace)`` (the store's retention), as in the task. No stores, no
     changelog, no serde layer, no operator graph.
     """
     retention = gap + grace
     open_sessions: dict[str, list[list[int]]] = {}
-    closing: list[tuple[int, str, int]] = []
+    closing: list[tuple[int, int, str]] = []
     outputs = 0
     emitted: list[tuple[Any, Any, int]] = []
     stream_time = max_end = -1
@@ -141,7 +141,7 @@ def run_floor(records: list[Record], batch: int, keep: list[tuple[Any, Any, int]
                 if end < close_time:
                     continue                                  # late
             while closing and closing[0][0] < close_time:  # emit closed sessions (state before this click)
-                e, u, s0 = pop(closing)
+                e, s0, u = pop(closing)
                 for s in open_sessions[u]:
                     if s[0] == s0 and s[1] == e and e >= cut:
                         emitted.append((u.encode(), encode({"user": u, "start": s0, "end": e, "clicks": s[2],
@@ -151,7 +151,7 @@ def run_floor(records: list[Record], batch: int, keep: list[tuple[Any, Any, int]
                 assert found is not None
                 if found[0] != start or found[1] != end:
                     found[0], found[1] = start, end
-                    push(closing, (end, user, start))
+                    push(closing, (end, start, user))
                 found[2] = clicks
             else:
                 if lst is None:
@@ -159,7 +159,7 @@ def run_floor(records: list[Record], batch: int, keep: list[tuple[Any, Any, int]
                 else:                                         # drop expired and merged sessions
                     lst[:] = [s for s in lst if s[1] >= cut and not (s[1] >= ts - gap and s[0] <= ts + gap)]
                     lst.append([start, end, clicks])
-                push(closing, (end, user, start))
+                push(closing, (end, start, user))
             if end > max_end:
                 max_end = end
         outputs += len(emitted)

@@ -13,11 +13,11 @@ For each record ``(key, value, ts)`` with a non-None key:
    with timestamp ``merged_end``.
 
 ``ON_WINDOW_CLOSE`` forwards nothing on update; after each record every session with
-``last_emitted_close <= end < close_time`` is forwarded once (timestamp = end, ordered by end then
-key) and ``last_emitted_close = close_time``, which is written to a key-value store at the end of
+``last_emitted_close <= end < close_time`` is forwarded once (timestamp = end, ordered by end, then
+start, then key) and ``last_emitted_close = close_time``, which is written to a key-value store at the end of
 every batch (so it is change-logged and survives restart). Closing sessions are read just before the
 put that moves the store's observed time (and so expires them with the default retention
-``gap + grace``); in-memory items ``(end, key, start, seq, entry)`` of the sessions put since they
+``gap + grace``); in-memory items ``(end, start, key, seq, entry)`` of the sessions put since they
 were last emitted (rebuilt from the store at ``init``) find them without scanning the store: entries
 of sessions merged away since are skipped when taken (the store no longer has them). An item
 ordered after the last one queued goes to a deque (with mostly increasing event times, nearly all
@@ -166,7 +166,7 @@ class SessionAggregateProcessor(Processor):
         self._progress_put: Any = None
         self.stream_time = _NO_TIME
         self.last_emitted_close = _NO_TIME
-        # (end, key, start, seq, entry): entry is the store's entry on the fast path, else None;
+        # (end, start, key, seq, entry): entry is the store's entry on the fast path, else None;
         # items in order go to the deque _queue, the others to the heap _heap (see _push)
         self._heap: list[tuple[int, Any, int, int, list[Any] | None]] = []
         self._queue: deque[tuple[int, Any, int, int, list[Any] | None]] = deque()
@@ -197,11 +197,11 @@ class SessionAggregateProcessor(Processor):
             self.last_emitted_close = _NO_TIME if last is None else int(last)
             last = self.last_emitted_close
             if self._fast:
-                heap = [(e[0], e[3], e[1], 0, e) for e in self.store._entries() if e[0] >= last]
+                heap = [(e[0], e[1], e[3], 0, e) for e in self.store._entries() if e[0] >= last]
             else:
                 with inner.all() as sessions:
-                    heap = [(w.end, w.key, w.start, 0, None) for w, _ in sessions if w.end >= last]
-            self._heap = [(end, key, start, seq, e) for seq, (end, key, start, _, e) in enumerate(heap)]
+                    heap = [(w.end, w.start, w.key, 0, None) for w, _ in sessions if w.end >= last]
+            self._heap = [(end, start, key, seq, e) for seq, (end, start, key, _, e) in enumerate(heap)]
             self._queue = deque()
             self._seq = len(heap)
             heapq.heapify(self._heap)
@@ -268,12 +268,12 @@ class SessionAggregateProcessor(Processor):
                 entry = self._replace(key, found if merged_away else _NONE, start, end, agg)
                 if entry is not None and (old_end is None or entry is not found[0] or old_end < emitted_below):
                     self._seq += 1
-                    self._push((end, key, start, self._seq, entry))
+                    self._push((end, start, key, self._seq, entry))
             else:
                 self._replace(key, found if merged_away else _NONE, start, end, agg)
                 if merged_away or not found:
                     self._seq += 1
-                    self._push((end, key, start, self._seq, None))
+                    self._push((end, start, key, self._seq, None))
             if closing:
                 self._emit_closed(closing, close_time)
             elif closing is not None:
@@ -303,7 +303,7 @@ class SessionAggregateProcessor(Processor):
     def _take_closing(self, close_time: int) -> list[tuple[Windowed, Any]]:
         """Take the items with ``end < close_time`` (the smallest of the deque's and the heap's
         fronts first) and read (before expiry) those sessions the store still has, in
-        ``(end, key, start)`` order; sessions ending before ``last_emitted_close``
+        ``(end, start, key)`` order; sessions ending before ``last_emitted_close``
         are not emitted (with the initial -1, those ending before -1: negative event times).
 
         Fast path: an item carries the store's entry; a removed or expired entry (agg None) is
@@ -321,9 +321,9 @@ class SessionAggregateProcessor(Processor):
             if heap and (not queue or heap[0] < queue[0]):
                 if heap[0][0] >= close_time:
                     break
-                end, key, start, _, entry = pop(heap)
+                end, start, key, _, entry = pop(heap)
             elif queue and queue[0][0] < close_time:
-                end, key, start, _, entry = queue.popleft()
+                end, start, key, _, entry = queue.popleft()
             else:
                 break
             if entry is not None:
@@ -332,14 +332,14 @@ class SessionAggregateProcessor(Processor):
                     continue
                 if entry[0] != end or entry[1] != start:
                     self._seq += 1
-                    self._push((entry[0], key, entry[1], self._seq, entry))
+                    self._push((entry[0], entry[1], key, self._seq, entry))
                     continue
                 if end >= lowest:
                     out.append((_windowed(Windowed, (key, start, end)), agg))
                 continue
-            if (end, key, start) == previous or end < lowest:
+            if (end, start, key) == previous or end < lowest:
                 continue
-            previous = (end, key, start)
+            previous = (end, start, key)
             agg = fetch(key, start, end)
             if agg is not None:
                 out.append((_windowed(Windowed, (key, start, end)), agg))

@@ -64,15 +64,37 @@ def _format(key: Any, value: Any, ts: int) -> list[Any]:
 
 
 def run(s: dict[str, Any], inputs: list[list[Any]] | None = None,
-        adjust: Callable[[TopologyTestDriver], None] | None = None) -> Steps:
+        adjust: Callable[[TopologyTestDriver], None] | None = None,
+        erase: dict[int, tuple[str, Any, int]] | None = None) -> Steps:
     """Per input record of ``s`` (or of ``inputs`` instead), the outputs it caused; ``adjust`` is
-    called with the driver before the first record (the classifiers' counterfactual runs)."""
+    called with the driver before the first record (the classifiers' counterfactual runs).
+
+    ``erase`` (counterfactual runs): ``{input index: (store, key, timestamp)}``: instead of piping
+    that record, restart from the changelogs without the records of ``key`` at ``timestamp`` in
+    ``store`` (as if that version had never been written); the record's step is empty."""
     steps: Steps = []
-    with TopologyTestDriver(topology(s)) as d:
+    topo = topology(s)
+    d = TopologyTestDriver(topo)
+    try:
         if adjust is not None:
             adjust(d)
         out = d.output_topic("out")
-        for topic, key, value, ts in (s["inputs"] if inputs is None else inputs):
+        for i, (topic, key, value, ts) in enumerate(s["inputs"] if inputs is None else inputs):
+            if erase and i in erase:
+                store, erased_key, erased_ts = erase[i]
+                changelogs = d.changelogs()
+                (spec,) = [x for sub in topo.subtopologies_for(d.application_id) for x in sub.stores
+                           if x.name == store]
+                key_bytes = spec.key_serde.serialize(erased_key, "erase")
+                changelogs[store] = [r for r in changelogs[store]
+                                     if not (r.key == key_bytes and r.timestamp == erased_ts)]
+                d.close()
+                d = TopologyTestDriver(topo, changelogs=changelogs)
+                out = d.output_topic("out")
+                steps.append([])
+                continue
             d.input_topic(topic).pipe(key, value, ts)
             steps.append([_format(r.key, r.value, r.timestamp) for r in out.read_records()])
+    finally:
+        d.close()
     return steps

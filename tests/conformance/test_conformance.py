@@ -27,14 +27,7 @@ def _require_java() -> None:
         pytest.skip(message)
 
 
-KNOWN_OPEN = pytest.mark.xfail(strict=False, reason="open finding of the conformance suite: some random scenarios "
-                               "differ from Kafka Streams in ways no documented rule explains yet (see the "
-                               "report of `python -m tests.conformance --n 2000`)")
-
-
-@pytest.mark.parametrize("op", ["time_window", "stream_table",
-                                pytest.param("session", marks=KNOWN_OPEN),
-                                pytest.param("stream_stream", marks=KNOWN_OPEN)])
+@pytest.mark.parametrize("op", ["time_window", "stream_table", "session", "stream_stream"])
 def test_every_difference_from_kafka_streams_is_a_documented_one(op: str) -> None:
     _require_java()
     logging.disable(logging.WARNING)

@@ -209,9 +209,9 @@ class SessionAggModel:
                 out.append(((key, start, end), agg, end))
         if self.on_close:
             lec = self.last_emitted_close
-            due = sorted(((e, k, s), a) for (k, s, e), a in self.logical.items()
+            due = sorted(((e, s, k), a) for (k, s, e), a in self.logical.items()   # by end, start, key
                          if (lec is None or lec <= e) and e < close_time)
-            for (e, k, s), a in due:
+            for (e, s, k), a in due:
                 out.append(((k, s, e), a, e))
                 del self.logical[(k, s, e)]
             self.last_emitted_close = close_time

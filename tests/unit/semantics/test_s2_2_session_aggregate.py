@@ -245,7 +245,8 @@ def test_last_emitted_close_survives_restart() -> None:
         logs = d.changelogs()
     with TopologyTestDriver(topo, changelogs=logs) as d2:
         d2.input_topic("in").pipe("1", "x", 1200)  # close time 700
-        assert recs(d2.output_topic("out").read_records()) == [(("1", 600, 600), 1, 600), (("2", 599, 600), 2, 600)]
+        # by end, then start, then key: [599,600] before [600,600]
+        assert recs(d2.output_topic("out").read_records()) == [(("2", 599, 600), 2, 600), (("1", 600, 600), 1, 600)]
 
 
 # -- property test against the model -------------------------------------------------------------
