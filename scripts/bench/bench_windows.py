@@ -16,13 +16,22 @@ Scenarios (each in a fresh Python process, so its peak RSS is its own):
   ``JoinWindows.of_time_difference_with_no_grace(B)`` each side's buffer holds ~B/2 records; there
   are B keys, so each record joins ~1 record of the other side. ``--join-records`` records
   (default 1M). Also the left join (unmatched tracking) at the same sizes.
+- ``stream-join-rule``: issue 20's benchmark, the stream-stream join rule against the processor it
+  replaced, in the same run: the ``join-<B>`` workload (first ``--buffered`` size), inner and left
+  join, through the current processor and through the one of commit ``1081bae`` (its source read
+  with ``git show`` into a temporary module, with its buffer retention ``max(before, after) + grace
+  + 1``). Both run from their Python source (the same footing); the current one also as installed
+  (compiled when ``scripts/setup.sh`` compiled it). Prints records/s of each and the ratio
+  new/old; it exits non-zero if the inner joins give a different number of outputs (the workload has
+  no late or out-of-order records, so both rules give the same pairs; the left join's counts differ
+  by the null results the new rule has not emitted yet when the input ends).
 
 Prints records/s and µs/record (best of ``--repeat`` runs, CPU time of the scenario's process), the
 outputs and changelog records, the RSS before processing (interpreter + input records) and the peak
 RSS (outputs are counted, not kept, except the 66k emit-on-close records compared with the floor). It asserts no speed; it exits non-zero if the floor's output differs from the task's.
 
 Usage: ``python scripts/bench/bench_windows.py [--records N] [--join-records N] [--buffered 1000,100000]
-[--repeat R] [--quick]`` (``--quick``: 100k records, buffered 1k and 10k, one run).
+[--repeat R] [--quick] [--only stream-join-rule]`` (``--quick``: 100k records, buffered 1k and 10k, one run).
 """
 
 from __future__ import annotations
@@ -177,6 +186,62 @@ def run_count_floor(records: list[Any], batch: int, size: int = MIN, grace: int 
     return clock() - start, outputs
 
 
+OLD_JOIN_COMMIT = "1081bae"
+
+
+def _join_module_from_source(source: str, name: str) -> Any:
+    """A module ``streamproc.processors.<name>`` made from ``source`` (run from source, never compiled)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_loader(f"streamproc.processors.{name}", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "streamproc.processors"
+    sys.modules[spec.name] = module
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)  # noqa: S102 - our own source, from git
+    return module
+
+
+def join_processor_variants() -> dict[str, tuple[Any, Any]]:
+    """``{label: (processor class, store retention function)}``: the current processor as installed,
+    the current one from source, and commit 1081bae's from source."""
+    import subprocess
+    from pathlib import Path
+
+    from streamproc.dsl import stream_join as dsl_join
+    from streamproc.processors import stream_join as current
+
+    root = Path(__file__).resolve().parents[2]
+    new_source = (root / "streamproc" / "processors" / "stream_join.py").read_text()
+    old_source = subprocess.run(["git", "-C", str(root), "show", f"{OLD_JOIN_COMMIT}:streamproc/processors/stream_join.py"],
+                                capture_output=True, text=True, check=True).stdout
+    new = _join_module_from_source(new_source, "stream_join_new_from_source")
+    old = _join_module_from_source(old_source, f"stream_join_{OLD_JOIN_COMMIT}")
+
+    def old_retention(w: Any) -> int:
+        return max(w.before_ms, w.after_ms) + w.grace_ms + 1
+
+    return {"new rule (as installed)": (current.StreamStreamJoinProcessor, dsl_join.join_store_retention),
+            "new rule (from source)": (new.StreamStreamJoinProcessor, dsl_join.join_store_retention),
+            f"old processor {OLD_JOIN_COMMIT} (source)": (old.StreamStreamJoinProcessor, old_retention)}
+
+
+def run_join_variant(variant: tuple[Any, Any], diff: int, kind: str, records: list[Any],
+                     batch: int) -> tuple[float, int, int]:
+    """``run_task`` of the join topology built with ``variant``'s processor class and retention
+    (the DSL module's names are swapped while the topology is built and the task created)."""
+    from streamproc.dsl import stream_join as dsl_join
+
+    cls, retention = variant
+    saved = dsl_join.StreamStreamJoinProcessor, dsl_join.join_store_retention
+    dsl_join.StreamStreamJoinProcessor, dsl_join.join_store_retention = cls, retention
+    try:
+        t, out, changelog = run_task(join_topology(diff, kind), records, batch)
+    finally:
+        dsl_join.StreamStreamJoinProcessor, dsl_join.join_store_retention = saved
+    return t, (out if isinstance(out, int) else len(out)), changelog
+
+
 def scenario(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Run one scenario (in its own process) and return its figures."""
     if name == "tumbling-count":
@@ -201,6 +266,27 @@ def scenario(name: str, args: argparse.Namespace) -> dict[str, Any]:
                     return {"error": "the floor's output differs from the task's emit-on-close output"}
         rows.append(("floor (hand-written dict)", floor_best, len(floor_out), 0))
         return {"n": len(records), "rows": rows, "rss_before": before, "peak": peak_rss_mb()}
+    if name == "stream-join-rule":
+        buffered = int(args.buffered.split(",")[0])
+        records = join_records(args.join_records, buffered)
+        variants = join_processor_variants()
+        before = rss_mb()
+        rows = []
+        for kind in ("join", "left_join"):
+            outputs = set()
+            for label, variant in variants.items():
+                best, n_out, changelog = float("inf"), 0, 0
+                for _ in range(args.repeat):
+                    t, n_out, changelog = run_join_variant(variant, buffered, kind, records, args.batch)
+                    best = min(best, t)
+                outputs.add(n_out)
+                rows.append((f"{kind.replace('_', ' ')}: {label}", best, n_out, changelog))
+            # inner join: the workload has no late or out-of-order record, so both rules give the same
+            # pairs; left join: the new rule emits a null result later (t + before + after + grace),
+            # so the last window's unmatched records are not yet out at the end of the input
+            if kind == "join" and len(outputs) != 1:
+                return {"error": f"{kind}: the processors gave different numbers of outputs: {sorted(outputs)}"}
+        return {"n": len(records), "rows": rows, "rss_before": before, "peak": peak_rss_mb(), "ratios": True}
     buffered = int(name.split("-")[1])
     records = join_records(args.join_records, buffered)
     before = rss_mb()
@@ -224,14 +310,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--batch", type=int, default=500, help="records per Task.process call (a getmany batch)")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="100k records, buffered 1k and 10k, one run")
+    p.add_argument("--only", default="", help="comma-separated scenarios to run (tumbling-count, join-<B>, "
+                                              "stream-join-rule); default all")
     args = p.parse_args(argv)
     if args.quick:
         args.records, args.join_records, args.buffered, args.repeat = 100_000, 100_000, "1000,10000", 1
-    names = ["tumbling-count"] + [f"join-{int(b)}" for b in args.buffered.split(",")]
+    names = ["tumbling-count"] + [f"join-{int(b)}" for b in args.buffered.split(",")] + ["stream-join-rule"]
+    if args.only:
+        names = [n for n in names if n in args.only.split(",")]
     ctx = multiprocessing.get_context("spawn")
     failed = False
     print(f"time-window operators through the task path (CPU time, best of {args.repeat}; batch {args.batch})")
-    print(f"{'scenario':34}{'records/s':>12}{'us/record':>11}{'outputs':>11}{'changelog':>11}")
+    print(f"{'scenario':48}{'records/s':>12}{'us/record':>11}{'outputs':>11}{'changelog':>11}")
     for name in names:
         with ctx.Pool(1) as pool:
             res = pool.apply(scenario, (name, args))
@@ -240,12 +330,23 @@ def main(argv: list[str] | None = None) -> None:
             failed = True
             continue
         n = res["n"]
-        title = (f"{name}: {n:,} records, {args.keys:,} keys, 1-min windows" if name == "tumbling-count" else
-                 f"{name}: {n:,} records, ~{int(name.split('-')[1]):,} buffered in the window, "
-                 f"{int(name.split('-')[1]):,} keys")
+        if name == "tumbling-count":
+            title = f"{name}: {n:,} records, {args.keys:,} keys, 1-min windows"
+        elif name == "stream-join-rule":
+            b = int(args.buffered.split(",")[0])
+            title = f"{name}: {n:,} records, ~{b:,} buffered in the window, {b:,} keys; new rule vs old processor"
+        else:
+            title = (f"{name}: {n:,} records, ~{int(name.split('-')[1]):,} buffered in the window, "
+                     f"{int(name.split('-')[1]):,} keys")
         print(title)
         for label, secs, outputs, changelog in res["rows"]:
-            print(f"  {label:32}{n / secs:>12,.0f}{secs / n * 1e6:>11.2f}{outputs:>11,}{changelog:>11,}")
+            print(f"  {label:46}{n / secs:>12,.0f}{secs / n * 1e6:>11.2f}{outputs:>11,}{changelog:>11,}")
+        if res.get("ratios"):
+            rows = {label: secs for label, secs, _, _ in res["rows"]}
+            for kind in ("join", "left join"):
+                old = rows[f"{kind}: old processor {OLD_JOIN_COMMIT} (source)"]
+                new = rows[f"{kind}: new rule (from source)"]
+                print(f"  {kind}: new rule / old processor, records/s (both from source): {old / new:.3f}")
         print(f"  memory: RSS {res['rss_before']:,.0f} MB before processing (interpreter + input), "
               f"peak {res['peak']:,.0f} MB")
         sys.stdout.flush()
