@@ -11,8 +11,9 @@ un-acknowledged send (else ``last begun + 1``). The daemon feeds it per *batch*:
   changes of every input record processed since the previous flush; their sends are attributed to
   the first of those offsets (``unflushed``).
 
-Both keep the rule of SEMANTICS section 6: no offset is committable while a record at or below it
-has an output or changelog record not yet acknowledged.
+Both keep the commit rule of docs/semantics.md ("Commits and delayed acks"): no offset is
+committable while a record at or below it has an output or changelog record not yet acknowledged.
+:class:`InputProgress` bundles the tracker with the ``unflushed`` offsets both functions share.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from ..purgatory import AckTracker
 
-__all__ = ["register_batch", "register_changelog_flush"]
+__all__ = ["InputProgress", "register_batch", "register_changelog_flush"]
 
 
 def register_batch(tracker: AckTracker, firsts: Mapping[Hashable, int], lasts: Mapping[Hashable, int],
@@ -56,3 +57,26 @@ def register_changelog_flush(tracker: AckTracker, inputs: Iterable[Hashable], fu
             continue
         for fut in futures:
             tracker.add_send(tp, first, fut)
+
+
+class InputProgress:
+    """The daemon's delayed-ack state: the :class:`AckTracker` (keyed by input partition) and, per
+    input partition, the first offset processed since its task's last changelog flush."""
+
+    def __init__(self, tracker: AckTracker) -> None:
+        self.tracker = tracker
+        self.unflushed: dict[Hashable, int] = {}
+
+    def processed(self, firsts: Mapping[Hashable, int], lasts: Mapping[Hashable, int],
+                  sent: Iterable[tuple[Any, Iterable[Hashable]]]) -> None:
+        """One round of processing: :func:`register_batch`."""
+        register_batch(self.tracker, firsts, lasts, sent, self.unflushed)
+
+    def flushed(self, inputs: Iterable[Hashable], futures: list[Any]) -> None:
+        """A task's changelog flush: :func:`register_changelog_flush`."""
+        register_changelog_flush(self.tracker, inputs, futures, self.unflushed)
+
+    def close_partition(self, tp: Hashable) -> None:
+        """Forget ``tp`` (its task closed): pending sends no longer hold anything back."""
+        self.tracker.close_partition(tp)
+        self.unflushed.pop(tp, None)

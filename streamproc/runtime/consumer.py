@@ -3,7 +3,7 @@
 :class:`InputConsumer` is an aiokafka consumer in group ``application_id`` with auto-commit off
 and the *range* assignor: with equal partition counts (checked at startup) it gives partition
 ``p`` of every co-partitioned topic to the same member, so one task sees all of its inputs.
-Offsets are committed only by the :class:`~streamproc.runtime.committer.Committer`.
+Offsets are committed only by the :class:`~streamproc.runtime.commit.CommitSequence`.
 
 :class:`AckService` owns the :class:`~streamproc.purgatory.AckTracker` (one per app, keyed by
 input ``TopicPartition``) and drives its timing wheel from the running loop.
@@ -11,6 +11,7 @@ input ``TopicPartition``) and drives its timing wheel from the running loop.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
@@ -21,7 +22,7 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from ..purgatory import AckTracker, DelayedOperationPurgatory, Timer
 from .service import Service
 
-__all__ = ["CONSUMER_DEFAULTS", "AckService", "InputConsumer"]
+__all__ = ["CONSUMER_DEFAULTS", "AckService", "InputConsumer", "stop_consumer"]
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,22 @@ class InputConsumer(Service):
 
     async def on_stop(self) -> None:
         if self.consumer is not None:
-            await self.consumer.stop()
+            await stop_consumer(self.consumer)
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """``consumer.stop()``, also while the brokers are away: aiokafka's fetcher then re-raises the
+    cancellation of its own in-flight fetch out of ``stop()`` (before the client's connections are
+    closed); that is not a cancellation of ours, so the connections are closed here and the stop
+    goes on. A cancellation of the caller still propagates."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.debug("consumer stopped with a fetch in flight (brokers away); closing its connections")
+        await consumer._client.close()  # noqa: SLF001 - aiokafka offers no public way after a failed stop
 
 
 class AckService(Service):

@@ -24,6 +24,7 @@ from aiokafka.partitioner import murmur2
 
 from .. import serde as _serde
 from .service import Service
+from .transactions import Transactions
 
 __all__ = ["OutputProducer", "SendBuffer", "partition_for", "to_bytes"]
 
@@ -40,6 +41,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 _JSON = _serde.JSON
+#: How long a producer being replaced gets to stop before its stop goes on in the background (s).
+RETIRE_WAIT_S = 2.0
 
 
 def to_bytes(value: Any, what: str) -> bytes | None:
@@ -69,7 +72,10 @@ def partition_for(key: bytes | None, num_partitions: int) -> int:
 
 
 class OutputProducer(Service):
-    """Owns the aiokafka producer; knows the partition count of every topic it writes to."""
+    """Owns the aiokafka producer; knows the partition count of every topic it writes to.
+
+    With a ``transactional_id`` among the overrides it is transactional (exactly-once) and owns the
+    :class:`~streamproc.runtime.transactions.Transactions` every flush goes through."""
 
     label = "producer"
 
@@ -83,8 +89,14 @@ class OutputProducer(Service):
         self._client_id = client_id
         self.producer: AIOKafkaProducer | None = None
         self.partition_counts: dict[str, int] = {}
-        #: exactly-once: the :class:`~streamproc.runtime.transactions.ExactlyOnce` every flush goes through
-        self.transactions: Any = None
+        self._retiring: set[asyncio.Task[Any]] = set()
+        transactional_id = self._kwargs.get("transactional_id")
+        #: exactly-once: the transaction state every flush goes through (None: at-least-once)
+        self.transactions: Transactions | None = None
+        if transactional_id:
+            self.transactions = Transactions(str(transactional_id),
+                                             int(self._kwargs.get("transaction_timeout_ms", 10_000)),
+                                             lambda: self.producer, self.restart)
 
     async def on_start(self) -> None:
         self.producer = AIOKafkaProducer(bootstrap_servers=self._bootstrap, client_id=self._client_id,
@@ -92,8 +104,38 @@ class OutputProducer(Service):
         await self.producer.start()
 
     async def on_stop(self) -> None:
+        for task in list(self._retiring):
+            task.cancel()
         if self.producer is not None:
             await self.producer.stop()
+
+    def abort(self) -> None:
+        producer = self.producer
+        if producer is not None:
+            log.warning("producer closed with sends not acknowledged (their input offsets are not committed: "
+                        "those records are processed again at the next start)")
+            asyncio.ensure_future(producer.client.close())
+
+    async def restart(self) -> None:
+        """Replace the aiokafka producer by a new one with the same settings (exactly-once recovery:
+        a new transactional producer aborts the old one's transaction). Raises when the brokers
+        cannot be reached (the caller tries again later)."""
+        old = self.producer
+        if old is not None:
+            # its transaction is being aborted: nothing of it needs to be delivered. Its stop waits
+            # for its pending batches (until the brokers answer or the batches expire), so it goes on
+            # in the background, kept here until done (cancelled at shutdown).
+            stopping = asyncio.ensure_future(old.stop())
+            self._retiring.add(stopping)
+            stopping.add_done_callback(self._retired)
+            await asyncio.wait({stopping}, timeout=RETIRE_WAIT_S)
+        self.producer = None
+        await self.on_start()
+
+    def _retired(self, task: asyncio.Task[Any]) -> None:
+        self._retiring.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("stopping a replaced producer: %r", task.exception())
 
     def buffer(self) -> SendBuffer:
         return SendBuffer(self)

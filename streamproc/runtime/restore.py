@@ -1,4 +1,4 @@
-"""Restoration of a task's stores from their changelog partitions (SEMANTICS section 5).
+"""Restoration of a task's stores from their changelog partitions (docs/durability.md).
 
 The :class:`Restorer` owns a *restore consumer*: an aiokafka consumer outside the consumer group
 (``group_id=None``), driven with ``assign``/``seek``. For every task handed to :meth:`Restorer.add`
@@ -26,6 +26,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from .consumer import stop_consumer
 from .metrics import Metrics
 from .service import Service
 
@@ -125,7 +126,7 @@ class Restorer(Service):
     async def on_stop(self) -> None:
         await self._cancel_background()
         if self._consumer is not None:
-            await self._consumer.stop()
+            await stop_consumer(self._consumer)
 
     # ---- the loop ------------------------------------------------------------------------------
 

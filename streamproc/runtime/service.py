@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-__all__ = ["Service"]
+__all__ = ["MIN_STOP_S", "Service"]
 
 log = logging.getLogger(__name__)
+
+#: The least time a child gets to stop when a deadline is already (nearly) past (s).
+MIN_STOP_S = 0.2
 
 
 class Service:
@@ -76,7 +80,17 @@ class Service:
         self._started = True
         log.debug("%s started", self.label)
 
-    async def stop(self) -> None:
+    def abort(self) -> None:
+        """Give up at once on what :meth:`stop` was waiting for (its deadline passed): cancel the
+        background tasks; subclasses also drop what their clients still hold."""
+        for task in self._background:
+            task.cancel()
+
+    async def stop(self, deadline: float | None = None) -> None:
+        """Stop this service, then its children last-to-first. With ``deadline`` (a
+        ``time.monotonic()`` value) each child gets what is left of it (at least
+        :data:`MIN_STOP_S`); a child that has not stopped by then is aborted (:meth:`abort`), logged,
+        and the next one stops."""
         if not self._started or self._stopped:
             return
         self._stopped = True
@@ -88,7 +102,13 @@ class Service:
         await self._cancel_background()
         for child in reversed(list(self.children())):
             try:
-                await child.stop()
+                if deadline is None:
+                    await child.stop()
+                else:
+                    await asyncio.wait_for(child.stop(deadline), max(MIN_STOP_S, deadline - time.monotonic()))
+            except TimeoutError:
+                log.warning("%s did not stop before the shutdown deadline; closed without waiting", child.label)
+                child.abort()
             except Exception as exc:  # noqa: BLE001
                 errors.append(exc)
         log.debug("%s stopped", self.label)

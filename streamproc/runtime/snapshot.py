@@ -1,7 +1,7 @@
 """Local snapshots of task state: written on clean shutdown, validated and loaded at restore.
 
 A snapshot of one change-logged store is its **contents as changelog records** (the same key and
-value bytes the change-logging wrapper writes, SEMANTICS section 5) plus the changelog offset the
+value bytes the change-logging wrapper writes, docs/stores.md) plus the changelog offset the
 contents correspond to. Restoring a snapshot is therefore ``store.restore(records)`` through the
 store's own put rules, then replaying the changelog from that offset to the end offset read at
 restore start: no store needs an export/import API, and a snapshot written by another version of
@@ -51,10 +51,10 @@ import os
 import time
 import uuid
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiokafka import TopicPartition
 
@@ -68,8 +68,8 @@ from ..stores.changelog_format import (
     window_changelog_key,
 )
 
-if TYPE_CHECKING:
-    from .app import StreamApp
+from ..config import Config
+from .tasks import ManagedTask
 
 __all__ = [
     "FORMAT_VERSION",
@@ -458,17 +458,14 @@ class Snapshots:
                                 f"it (tombstones among them may have been compacted away)")
 
 
-async def save_on_shutdown(app: StreamApp, snapshots: Snapshots) -> int:
-    """After the final commit: snapshot every running task whose changelog writes are all
-    acknowledged, at the changelog partitions' current end offsets. Returns files written."""
+async def save_on_shutdown(tasks: Iterable[ManagedTask], tracker: Any, config: Config, snapshots: Snapshots) -> int:
+    """After the final commit: snapshot every one of ``tasks`` (running, not failed) whose changelog
+    writes are all acknowledged (``tracker``: the ack tracker), at the changelog partitions' current
+    end offsets. Returns files written."""
     from aiokafka import AIOKafkaConsumer
 
-    tracker = app.acks.tracker
     stores: dict[TopicPartition, Any] = {}
-    for mt in app.tasks.running():
-        if mt.id in app._failed:
-            log.info("task %s: no snapshot (it failed)", mt.id)
-            continue
+    for mt in tasks:
         if any(tracker.failure(tp) is not None or tracker.pending_sends(tp) for tp in mt.inputs):
             log.info("task %s: no snapshot (sends not all acknowledged)", mt.id)
             continue
@@ -479,8 +476,8 @@ async def save_on_shutdown(app: StreamApp, snapshots: Snapshots) -> int:
         stores.update(parts)
     if not stores:
         return 0
-    consumer = AIOKafkaConsumer(bootstrap_servers=app.config.bootstrap_servers, group_id=None,
-                                enable_auto_commit=False, client_id=f"{app.config.application_id}-snapshot")
+    consumer = AIOKafkaConsumer(bootstrap_servers=config.bootstrap_servers, group_id=None,
+                                enable_auto_commit=False, client_id=f"{config.application_id}-snapshot")
     await consumer.start()
     try:
         # read_uncommitted high watermarks: the end of what this instance wrote (acks=all)
@@ -488,6 +485,6 @@ async def save_on_shutdown(app: StreamApp, snapshots: Snapshots) -> int:
     finally:
         await consumer.stop()
     # the shutdown deadline also covers closing the clients after this: use at most half of it
-    deadline = time.monotonic() + app.config.shutdown_timeout_ms / 2000
+    deadline = time.monotonic() + config.shutdown_timeout_ms / 2000
     return await snapshots.save(stores, ends, deadline)
 

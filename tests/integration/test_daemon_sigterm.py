@@ -43,13 +43,16 @@ def cli() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "streamproc.cli"]
 
 
-def start(tmp_path: Path, bootstrap: str, group: str, source: str, sink: str, log: Path) -> subprocess.Popen[bytes]:
+def start(tmp_path: Path, bootstrap: str, group: str, source: str, sink: str, log: Path,
+          **settings: Any) -> subprocess.Popen[bytes]:
+    """``streamproc run`` of the test topology; ``settings`` become ``--flag=value`` options."""
     env = {**os.environ, "SIGTERM_TEST_INPUT": source, "SIGTERM_TEST_OUTPUT": sink,
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
            "STREAMPROC_COMMIT_INTERVAL_MS": "300"}
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in settings.items()]
     return subprocess.Popen(
         [*cli(), "run", "sigterm_topology", f"--bootstrap-servers={bootstrap}", f"--application-id={group}",
-         "--max-poll-records", "200", "--log-level", "info"],
+         "--max-poll-records", "200", "--log-level", "info", *flags],
         env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
 
 

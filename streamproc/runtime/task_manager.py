@@ -1,0 +1,377 @@
+"""The daemon's tasks over their lifetime: created on assignment, restored, fed in timestamp order,
+failed and restarted, closed on revocation.
+
+A :class:`TaskManager` owns every :class:`~streamproc.runtime.tasks.ManagedTask` of one app:
+
+* **assignment** (:meth:`assign`): one task per sub-topology partition, its input paused while
+  the :class:`~streamproc.runtime.restore.Restorer` rebuilds its stores from their changelogs,
+  then resumed (the task is *running*);
+* **input** (:meth:`buffer`, :meth:`process_ready`): fetched records go to the task's
+  :class:`~streamproc.runtime.partition_group.PartitionGroup` and are processed in the order it
+  releases them (timestamp order across the task's partitions, docs/semantics.md); a partition
+  whose buffer is full is paused on the consumer and resumed once below the bound;
+* **failure** (:meth:`fail`, :meth:`fail_running`, :meth:`restart_failed`): a task whose send
+  failed or was not acknowledged in time is closed, its input rewound to its last committed offset
+  and recreated (with a restore);
+* **revocation and shutdown** (:meth:`close`): buffered records are forgotten (they are fetched
+  again from the committed offsets by whoever owns the partitions next).
+
+It knows the consumer only through the calls below (aiokafka's ``AIOKafkaConsumer``): ``pause``,
+``resume``, ``seek``, ``seek_to_beginning``, ``seek_to_end``, ``committed``, ``position``,
+``highwater``, ``last_stable_offset``, ``assignment``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from ..config import Config
+from .acks import InputProgress
+from .drops import DropReporter
+from .metrics import Metrics
+from .partition_group import PartitionGroup
+from .producer import SendBuffer
+from .restore import Restorer
+from .task import Task, TaskId
+from .tasks import ManagedTask, TaskRegistry, TaskState, group_by_task
+
+__all__ = ["RecordErrorHandler", "Round", "TaskManager"]
+
+log = logging.getLogger("streamproc.tasks")
+
+#: ``(error, input partition, record, send buffer)``: route a record that failed (error policies).
+RecordErrorHandler = Callable[[Exception, TopicPartition, Any, SendBuffer], None]
+
+#: Seconds between two "waited max_task_idle_ms" warnings of one task.
+ENFORCED_LOG_INTERVAL_S = 60.0
+
+
+def now_ms() -> int:
+    """The clock of the input buffers' wait bound (monotonic ms)."""
+    return int(time.monotonic() * 1000)
+
+
+@dataclass
+class Round:
+    """What one :meth:`TaskManager.process_ready` call processed: per input partition the first and
+    last offset, and the output records per topic."""
+
+    firsts: dict[TopicPartition, int] = field(default_factory=dict)
+    lasts: dict[TopicPartition, int] = field(default_factory=dict)
+    out_counts: dict[str, int] = field(default_factory=dict)
+
+
+class TaskManager:
+    """Every task of one app (see the module docstring)."""
+
+    def __init__(self, topology: Any, config: Config, restorer: Restorer, progress: InputProgress,
+                 metrics: Metrics, drops: DropReporter, read_committed: bool = False) -> None:
+        self.topology = topology
+        self.config = config
+        self.restorer = restorer
+        self.progress = progress
+        self.metrics = metrics
+        self.drops = drops
+        self.read_committed = read_committed
+        self.registry = TaskRegistry()
+        #: tasks whose sends failed: closed and recreated by :meth:`restart_failed`
+        self.failed: set[TaskId] = set()
+        self.consumer: Any = None
+        self._source_subtopology: dict[str, int] = {}
+        self._subtopology_sources: dict[int, set[str]] = {}
+
+    def configure(self, consumer: Any, subtopology_sources: Mapping[int, set[str]]) -> None:
+        """The input consumer and, per sub-topology, its source topics (from the topic plan)."""
+        self.consumer = consumer
+        self._subtopology_sources = {sid: set(topics) for sid, topics in subtopology_sources.items()}
+        self._source_subtopology = {t: sid for sid, topics in subtopology_sources.items() for t in topics}
+
+    # ---- views -----------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[ManagedTask]:
+        return iter(self.registry)
+
+    def __len__(self) -> int:
+        return len(self.registry)
+
+    def get(self, tid: TaskId) -> ManagedTask | None:
+        return self.registry.get(tid)
+
+    def ids(self) -> list[TaskId]:
+        return self.registry.ids()
+
+    def for_partition(self, tp: TopicPartition) -> ManagedTask | None:
+        return self.registry.for_partition(tp)
+
+    def running(self) -> list[ManagedTask]:
+        """Tasks in state RUNNING (failed ones included until they restart)."""
+        return self.registry.running()
+
+    def runnable(self) -> list[ManagedTask]:
+        """Running tasks that have not failed: the ones that process records and commit."""
+        return [mt for mt in self.registry.running() if mt.id not in self.failed]
+
+    # ---- lifecycle of one task -------------------------------------------------------------------
+
+    def assign(self, assigned: set[TopicPartition]) -> None:
+        """Partitions assigned: open a task for each sub-topology partition not open yet."""
+        groups = group_by_task(assigned, self._source_subtopology)
+        for tid, tps in sorted(groups.items()):
+            expected = {TopicPartition(t, tid.partition) for t in self._subtopology_sources[tid.subtopology]}
+            if tps != expected:
+                log.warning("task %s got %s but reads %s: co-partitioned inputs split across members "
+                            "(is another assignor configured?)", tid, sorted(tps), sorted(expected))
+            if self.registry.get(tid) is None:
+                self.open(tid, tps)
+        log.info("assigned %d partition(s): tasks %s", len(assigned),
+                 ", ".join(str(t) for t in sorted(groups)) or "none")
+
+    def affected(self, revoked: set[TopicPartition]) -> list[ManagedTask]:
+        """The tasks that read any of ``revoked``, by id."""
+        return sorted({mt for tp in revoked if (mt := self.registry.for_partition(tp)) is not None},
+                      key=lambda m: m.id)
+
+    def open(self, tid: TaskId, tps: set[TopicPartition]) -> ManagedTask:
+        """Create task ``tid`` reading ``tps``; its input stays paused until its stores are restored."""
+        cfg = self.config
+        task = Task(self.topology, tid.subtopology, tid.partition, cfg.application_id,
+                    changelog=cfg.changelog_enabled)
+        buffer = PartitionGroup(tps, cfg.buffered_records_per_partition, cfg.max_task_idle_ms)
+        mt = ManagedTask(task, frozenset(tps), buffer)
+        self.registry.add(mt)
+        self.consumer.pause(*tps)
+        changelogs = mt.changelog_partitions()
+        if changelogs:
+            mt.state = TaskState.RESTORING
+            self.restorer.add(tid, changelogs, lambda: self._restored(mt))
+        else:
+            self._restored(mt)
+        self.update_gauges()
+        return mt
+
+    def _restored(self, mt: ManagedTask) -> None:
+        if self.registry.get(mt.id) is not mt or mt.state is TaskState.CLOSED:
+            return
+        mt.state = TaskState.RUNNING
+        mt.task.initialize()
+        assigned = self.consumer.assignment()
+        self.consumer.resume(*[tp for tp in mt.inputs if tp in assigned])
+        self.update_gauges()
+        log.info("task %s running (inputs %s)", mt.id,
+                 ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(mt.inputs)))
+
+    def close(self, mt: ManagedTask, reason: str) -> None:
+        """Close ``mt``: stop its restore, forget its buffered input and its pending acks."""
+        if mt.state is TaskState.CLOSED:
+            return
+        self.restorer.remove(mt.id)
+        for tp in mt.inputs:
+            self.progress.close_partition(tp)
+        self.export_metrics([mt])
+        mt.buffer.clear()
+        mt.paused.clear()
+        mt.task.close()
+        mt.state = TaskState.CLOSED
+        self.registry.remove(mt.id)
+        self.failed.discard(mt.id)
+        self.update_gauges()
+        log.info("task %s closed (%s)", mt.id, reason)
+
+    def close_all(self, reason: str) -> None:
+        for mt in self.registry:
+            self.close(mt, reason)
+        self.metrics.tasks.labels("running").set(0)
+        self.metrics.tasks.labels("restoring").set(0)
+
+    # ---- failures ------------------------------------------------------------------------------
+
+    def fail(self, tp: Any, error: BaseException) -> None:
+        """A send caused by input partition ``tp`` failed: its task restarts (once)."""
+        mt = self.registry.for_partition(tp)
+        if mt is None or mt.id in self.failed:
+            return
+        self.failed.add(mt.id)
+        self._pause_inputs(mt)  # nothing more to fetch until it restarts (rewound then)
+        self.metrics.task_failures.labels(type(error).__name__).inc()
+        log.error("task %s failed: %s; it restarts from its last committed offset", mt.id, error)
+
+    def _pause_inputs(self, mt: ManagedTask) -> None:
+        assigned = self.consumer.assignment()
+        self.consumer.pause(*[tp for tp in mt.inputs if tp in assigned])
+
+    def fail_running(self, error: BaseException) -> None:
+        """Exactly-once: the transaction failed, every running task restarts."""
+        for mt in self.running():
+            for tp in mt.inputs:
+                self.fail(tp, error)
+
+    async def restart_failed(self) -> None:
+        """Close each failed task, rewind its input to its last committed offset, open it again."""
+        consumer = self.consumer
+        for tid in sorted(self.failed):
+            mt = self.registry.get(tid)
+            self.failed.discard(tid)
+            if mt is None:
+                continue
+            tps = set(mt.inputs)
+            self.close(mt, "failed")
+            for tp in tps:
+                committed = await consumer.committed(tp)
+                if committed is None:
+                    if self.config.auto_offset_reset == "earliest":
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        await consumer.seek_to_end(tp)
+                else:
+                    consumer.seek(tp, committed)
+                log.info("task %s: %s[%d] rewound to committed offset %s", tid, tp.topic, tp.partition, committed)
+            self.open(tid, tps)
+
+    # ---- input ---------------------------------------------------------------------------------
+
+    def buffer(self, batch: Mapping[TopicPartition, Sequence[Any]]) -> None:
+        """Hand each partition's fetched records to its task's input buffer; pause a partition whose
+        buffer is full. Records for a task that cannot take them now are fetched again later."""
+        consumer = self.consumer
+        for tp, records in batch.items():
+            if not records:
+                continue
+            mt = self.registry.for_partition(tp)
+            if mt is None or mt.state is not TaskState.RUNNING:
+                self._refetch_later(tp, records[0].offset, mt)
+                continue
+            if mt.id in self.failed:
+                continue  # fetched before it failed: it is rewound to its committed offset at restart
+            mt.buffer.add(tp, records)
+            if tp not in mt.paused and mt.buffer.full(tp):
+                consumer.pause(tp)
+                mt.paused.add(tp)
+
+    def _refetch_later(self, tp: TopicPartition, offset: int, mt: ManagedTask | None) -> None:
+        """Records of a partition whose task cannot take them now: rewind so they are fetched
+        again (never skipped: a later batch would otherwise make them committable)."""
+        state = "no task" if mt is None else mt.state.value
+        log.warning("%s[%d]: %s; rewinding to offset %d to fetch it again", tp.topic, tp.partition, state, offset)
+        try:
+            self.consumer.seek(tp, offset)
+        except Exception as exc:  # noqa: BLE001 - not assigned any more: its next owner reads it
+            log.debug("cannot rewind %s: %r", tp, exc)
+
+    def poll_timeout_ms(self, default: int) -> int:
+        """``default``, or less when a task waiting for a lagging input reaches ``max_task_idle_ms``
+        sooner (it then processes what it has)."""
+        timeout = default
+        now = now_ms()
+        for mt in self.registry.running():
+            since = mt.buffer.waiting_since()
+            if since is not None:
+                timeout = min(timeout, max(0, since + self.config.max_task_idle_ms - now))
+        return timeout
+
+    async def process_ready(self, buf: SendBuffer, on_error: RecordErrorHandler) -> Round:
+        """Process every task's buffered records that the ordering rule releases now; their outputs
+        go to ``buf`` (attributed to their input partition). Returns what was processed."""
+        done = Round()
+        metrics = self.metrics
+        for mt in self.runnable():
+            group = mt.buffer
+            if not len(group):
+                continue
+            while True:
+                empty = group.empty_partitions()
+                lagging = [tp for tp in empty if await self._has_unread(tp)] if empty else []
+                enforced = group.enforced_runs
+                found = group.next_run(now_ms(), lagging)
+                if found is None:
+                    break
+                tp, records = found
+                if group.enforced_runs != enforced:
+                    self._report_enforced(mt, lagging)
+                started = time.perf_counter()
+                self._run_records(mt, tp, records, buf, on_error)
+                outputs = mt.task.drain_outputs()
+                if outputs:
+                    for topic, n in buf.add_outputs(outputs, tp).items():
+                        done.out_counts[topic] = done.out_counts.get(topic, 0) + n
+                metrics.processing_latency.observe(time.perf_counter() - started)
+                metrics.records_in.labels(tp.topic, str(tp.partition)).inc(len(records))
+                done.firsts.setdefault(tp, records[0].offset)
+                done.lasts[tp] = records[-1].offset
+                if mt.id in self.failed:
+                    break
+            for tp in [tp for tp in mt.paused if not group.full(tp)]:
+                mt.paused.discard(tp)
+                self.consumer.resume(tp)
+        for tp, last in done.lasts.items():
+            hw = self.consumer.highwater(tp)
+            if hw is not None:
+                metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - last - 1))
+        return done
+
+    @staticmethod
+    def _run_records(mt: ManagedTask, tp: TopicPartition, records: Sequence[Any], buf: SendBuffer,
+                     on_error: RecordErrorHandler) -> None:
+        """Run ``records`` through the task; a failing record goes to ``on_error``, then the rest
+        of the run goes on."""
+        task = mt.task
+        start = 0
+        n = len(records)
+        while start < n:
+            try:
+                task.process(tp.topic, tp.partition, records[start:] if start else records)
+                return
+            except Exception as exc:  # routed by the error policy
+                if task.last_count == 0:
+                    raise  # failed before any record: not a record error
+                failed = start + task.last_count - 1
+                on_error(exc, tp, records[failed], buf)
+                start = failed + 1
+
+    async def _has_unread(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` has records on the broker beyond the consumer's position (True while that
+        is not known yet): a task with nothing buffered for ``tp`` waits for them."""
+        consumer = self.consumer
+        try:
+            end = consumer.last_stable_offset(tp) if self.read_committed else None
+            if end is None or end < 0:
+                end = consumer.highwater(tp)
+            if end is None:
+                return True
+            position = await asyncio.wait_for(consumer.position(tp), 0.05)
+        except TimeoutError:
+            return True  # the position is being reset (after a seek or an assignment)
+        except Exception as exc:  # noqa: BLE001 - not assigned any more: nothing to wait for
+            log.debug("lag of %s unknown: %r", tp, exc)
+            return False
+        return bool(position < end)
+
+    def _report_enforced(self, mt: ManagedTask, lagging: Sequence[TopicPartition]) -> None:
+        self.metrics.enforced_processing.inc()
+        now = time.monotonic()
+        if now - mt.enforced_logged_at >= ENFORCED_LOG_INTERVAL_S:
+            mt.enforced_logged_at = now
+            log.warning("task %s waited max_task_idle_ms=%d for records of %s that have not arrived; it "
+                        "processes its other inputs meanwhile, so records may be processed out of timestamp "
+                        "order (%d such run(s) so far; see streamproc_enforced_processing_total)",
+                        mt.id, self.config.max_task_idle_ms,
+                        ", ".join(f"{tp.topic}[{tp.partition}]" for tp in lagging), mt.buffer.enforced_runs)
+
+    # ---- metrics ---------------------------------------------------------------------------------
+
+    def export_metrics(self, tasks: Sequence[ManagedTask]) -> None:
+        """Add the tasks' drop counters to Prometheus (deltas, by operator and reason) and log the
+        drops that are due (drops.py)."""
+        for mt in tasks:
+            task = mt.task
+            self.drops.export(task.dropped_by_operator(), mt.exported, task.late_example)
+
+    def update_gauges(self) -> None:
+        for state, n in self.registry.counts().items():
+            self.metrics.tasks.labels(state).set(n)
