@@ -58,6 +58,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from ..config import Config
 from ..errors import StreamprocError
 from ..records import Windowed
 from ..stores.changelog_format import (
@@ -67,8 +68,6 @@ from ..stores.changelog_format import (
     split_window_changelog_key,
     window_changelog_key,
 )
-
-from ..config import Config
 from .tasks import ManagedTask
 
 __all__ = [

@@ -19,7 +19,15 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, create_topic, end_offsets, localkafka, produce, start_or_fail, unique_name
+from tests.fixtures.kafka import (
+    Out,
+    create_topic,
+    end_offsets,
+    localkafka,
+    produce,
+    start_or_fail,
+    unique_name,
+)
 from tests.integration.durability_support import harness
 from tests.integration.test_daemon_sigterm import TOPOLOGY_MODULE, start, wait_exit
 from tests.integration.test_daemon_support import committed_offsets, recent_base_ts, unreflected
