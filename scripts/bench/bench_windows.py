@@ -203,7 +203,7 @@ def _join_module_from_source(source: str, name: str) -> Any:
 
 
 def join_processor_variants() -> dict[str, tuple[Any, Any]]:
-    """``{label: (processor class, store retention function)}``: the current processor as installed,
+    """``{label: (processor module, store retention function)}``: the current processor as installed,
     the current one from source, and commit 1081bae's from source."""
     import subprocess
     from pathlib import Path
@@ -221,24 +221,27 @@ def join_processor_variants() -> dict[str, tuple[Any, Any]]:
     def old_retention(w: Any) -> int:
         return max(w.before_ms, w.after_ms) + w.grace_ms + 1
 
-    return {"new rule (as installed)": (current.StreamStreamJoinProcessor, dsl_join.join_store_retention),
-            "new rule (from source)": (new.StreamStreamJoinProcessor, dsl_join.join_store_retention),
-            f"old processor {OLD_JOIN_COMMIT} (source)": (old.StreamStreamJoinProcessor, old_retention)}
+    return {"new rule (as installed)": (current, dsl_join.join_store_retention),
+            "new rule (from source)": (new, dsl_join.join_store_retention),
+            f"old processor {OLD_JOIN_COMMIT} (source)": (old, old_retention)}
 
 
 def run_join_variant(variant: tuple[Any, Any], diff: int, kind: str, records: list[Any],
                      batch: int) -> tuple[float, int, int]:
-    """``run_task`` of the join topology built with ``variant``'s processor class and retention
-    (the DSL module's names are swapped while the topology is built and the task created)."""
+    """``run_task`` of the join topology built with ``variant``'s processor class, unmatched-store
+    serde and retention (the DSL module's names are swapped while the topology is built and run)."""
     from streamproc.dsl import stream_join as dsl_join
 
-    cls, retention = variant
-    saved = dsl_join.StreamStreamJoinProcessor, dsl_join.join_store_retention
-    dsl_join.StreamStreamJoinProcessor, dsl_join.join_store_retention = cls, retention
+    module, retention = variant
+    names = ("StreamStreamJoinProcessor", "unmatched_value_serde", "join_store_retention")
+    saved = [getattr(dsl_join, n) for n in names]
+    for n, v in zip(names, (module.StreamStreamJoinProcessor, module.unmatched_value_serde, retention)):
+        setattr(dsl_join, n, v)
     try:
         t, out, changelog = run_task(join_topology(diff, kind), records, batch)
     finally:
-        dsl_join.StreamStreamJoinProcessor, dsl_join.join_store_retention = saved
+        for n, v in zip(names, saved):
+            setattr(dsl_join, n, v)
     return t, (out if isinstance(out, int) else len(out)), changelog
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..processors.io import SinkProcessor, SourceProcessor
-from ..processors.serdes import buffer_key_serde
+from ..processors.serdes import buffer_key_serde, buffered_value_serde
 from ..processors.stateless import (
     BranchProcessor,
     FilterProcessor,
@@ -317,8 +317,9 @@ class KStream:
                                  stream.key_serde)
             b._add_store(StoreSpec(
                 name=buffer_name, kind="key_value", owner=node_name, key_serde=buffer_key_serde(key_serde),
-                value_serde=b._serde(f"value of join buffer {buffer_name!r}",
-                                     check_serde(joined.value_serde, "value_serde", op), stream.value_serde)))
+                value_serde=buffered_value_serde(b._serde(f"value of join buffer {buffer_name!r}",
+                                                          check_serde(joined.value_serde, "value_serde", op),
+                                                          stream.value_serde))))
             b._add_store(StoreSpec(name=progress_name, kind="key_value", owner=node_name,
                                    key_serde=STRING, value_serde=INT))
             stores += (buffer_name, progress_name)

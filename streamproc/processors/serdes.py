@@ -8,6 +8,12 @@
 - :data:`JSON_OR_BYTES_KEY`: the same for keys, JSON arrays decode as tuples (hashable, ordered).
 - :func:`buffer_key_serde`: keys ``(timestamp, key, sequence)`` of the stream-table join buffer:
   8-byte big-endian timestamp + 8-byte sequence + the key's bytes.
+- :func:`buffered_value_serde`: values ``(value, origin)`` of a join buffer: the marker
+  :data:`ORIGIN_MARKER`, the value's length (4 bytes, ``0xFFFFFFFF`` = None) and bytes through the
+  value serde, then the :class:`~streamproc.processors.origin.Origin` (its own layout). A changelog
+  value without the marker (written before origins were kept) restores as ``(value,
+  UNKNOWN_ORIGIN)``; so a value serde whose bytes may begin with the marker (only a raw-bytes
+  serde can) must not be used for a buffer restored from such an old changelog.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ import struct
 from typing import Any
 
 from ..serde import Serde
+from .origin import UNKNOWN_ORIGIN, decode_origin, encode_origin
 
-__all__ = ["JSON_OR_BYTES", "JSON_OR_BYTES_KEY", "buffer_key_serde"]
+__all__ = ["JSON_OR_BYTES", "JSON_OR_BYTES_KEY", "ORIGIN_MARKER", "buffer_key_serde", "buffered_value_serde"]
 
 _json_encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -69,3 +76,33 @@ def buffer_key_serde(key_serde: Serde) -> Serde:
         return (ts, key_serde.deserialize(bytes(data[_HEAD.size:]), "join buffer key"), seq)
 
     return Serde(f"join-buffer-key({key_serde.name})", to_bytes, from_bytes)
+
+
+#: First bytes of a buffered value that carries its origin (never the start of UTF-8 or JSON text).
+ORIGIN_MARKER = b"\xffSPo"
+_LEN = struct.Struct(">I")
+_NO_VALUE = 0xFFFFFFFF
+
+
+def buffered_value_serde(value_serde: Serde) -> Serde:
+    """Serde of join-buffer values ``(value, origin)``, the value through ``value_serde``."""
+    where = "join buffer value"
+
+    def to_bytes(entry: Any) -> bytes:
+        value, origin = entry
+        raw = value_serde.serialize(value, where)
+        head = ORIGIN_MARKER + (_LEN.pack(_NO_VALUE) if raw is None else _LEN.pack(len(raw)) + raw)
+        return head + encode_origin(origin)
+
+    def from_bytes(data: bytes) -> Any:
+        if data[:4] != ORIGIN_MARKER:               # written before origins were kept
+            return (value_serde.deserialize(data, where), UNKNOWN_ORIGIN)
+        (n,) = _LEN.unpack_from(data, 4)
+        pos = 8
+        value = None
+        if n != _NO_VALUE:
+            value = value_serde.deserialize(bytes(data[pos:pos + n]), where)
+            pos += n
+        return (value, decode_origin(data, pos)[0])
+
+    return Serde(f"buffered-value({value_serde.name})", to_bytes, from_bytes)

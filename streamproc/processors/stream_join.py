@@ -41,7 +41,14 @@ buffer (key -> records by timestamp) and a heap ``(ts, seq, key)`` of its unmatc
 matched since are skipped when popped); both are rebuilt from the stores when the task starts. Each
 side is the only writer of its own buffer, index and heap; the other side reads them.
 
-All joiner calls happen before the stores change: a joiner that raises leaves the state as it was.
+All joiner calls for the record being processed happen before the stores change: a joiner that
+raises on it leaves the state as it was. An unmatched record keeps its
+:class:`~streamproc.processors.origin.Origin` in the unmatched store (change-logged with it); when
+the joiner raises on it as it is released with a ``None`` partner (or an operator downstream raises
+on that result), the :class:`~streamproc.errors.ProcessingError` names the unmatched record's
+position and goes to the task's ``released_error_handler``: that record is consumed (nothing is
+forwarded for it) and processing goes on. Without a handler the error propagates with the
+unmatched record's position and, as for the record's own joiner, the state is left as it was.
 """
 
 from __future__ import annotations
@@ -51,9 +58,11 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ProcessingError
 from ..serde import Serde
 from .base import Processor, kv_writer, user_error
 from .join_index import BufferIndex
+from .origin import UNKNOWN_ORIGIN, decode_origin, encode_origin, origin_of, released_error
 
 __all__ = ["LEFT", "RIGHT", "StreamStreamJoinProcessor", "unmatched_key_serde", "unmatched_value_serde"]
 
@@ -78,31 +87,42 @@ def unmatched_key_serde(key_serde: Serde) -> Serde:
     return Serde(f"unmatched-key({key_serde.name})", to_bytes, from_bytes)
 
 
+_WITH_ORIGINS = 0x10     # side byte flag: each value is followed by its origin
+
+
 def unmatched_value_serde(left_serde: Serde, right_serde: Serde) -> Serde:
-    """Values ``(side, (v, ...))`` of the unmatched store: 1-byte side, then each value as a 4-byte
-    length + its bytes through that side's serde."""
+    """Values ``(side, ((v, origin), ...))`` of the unmatched store: 1 byte ``0x10 | side``, then per
+    value a 4-byte length + its bytes through that side's serde, then its
+    :class:`~streamproc.processors.origin.Origin`. A record written before origins were kept (first
+    byte ``side``, values without origins) restores with :data:`UNKNOWN_ORIGIN`."""
     serdes = (left_serde, right_serde)
     where = "unmatched-join-store value"
 
     def to_bytes(entry: Any) -> bytes:
         side, values = entry
         serde = serdes[side]
-        parts = [bytes((side,))]
-        for v in values:
+        parts = [bytes((_WITH_ORIGINS | side,))]
+        for v, origin in values:
             raw = serde.serialize(v, where) or b""
             parts.append(_COUNT.pack(len(raw)))
             parts.append(raw)
+            parts.append(encode_origin(origin))
         return b"".join(parts)
 
     def from_bytes(data: bytes) -> tuple[int, tuple[Any, ...]]:
-        side = data[0]
+        with_origins = bool(data[0] & _WITH_ORIGINS)
+        side = data[0] & 1
         serde = serdes[side]
         pos, values = 1, []
         while pos < len(data):
             (n,) = _COUNT.unpack_from(data, pos)
             pos += _COUNT.size
-            values.append(serde.deserialize(bytes(data[pos:pos + n]), where))
+            v = serde.deserialize(bytes(data[pos:pos + n]), where)
             pos += n
+            origin = UNKNOWN_ORIGIN
+            if with_origins:
+                origin, pos = decode_origin(data, pos)
+            values.append((v, origin))
         return (side, tuple(values))
 
     return Serde(f"unmatched-value({left_serde.name}, {right_serde.name})", to_bytes, from_bytes)
@@ -253,16 +273,19 @@ class StreamStreamJoinProcessor(Processor):
             joined = [self._pair(value, other_value) for _, other_value in partners]
         except Exception as exc:
             if closed:
-                self._unpop(closed)
+                self._unpop(closed, ts)
             raise user_error(self.name, "joiner", exc, key) from exc
 
         forward = self.forward
         if closed:
             delete = self._unmatched_delete
-            for entry_key, outputs in closed:
+            for entry_key, outputs, _ in closed:
                 delete(entry_key, ts)
-                for out in outputs:
-                    forward(*out)
+                for out_key, out_value, out_ts, origin in outputs:
+                    try:
+                        forward(out_key, out_value, out_ts)
+                    except ProcessingError as exc:      # downstream, on the released result
+                        released_error(self.task, exc, origin, self.name)
         if partners:
             for (other_ts, _), out in zip(partners, joined):
                 forward(key, out, max(ts, other_ts))
@@ -271,20 +294,24 @@ class StreamStreamJoinProcessor(Processor):
         elif self.this_outer:
             entry_key = (self.side, ts, key)
             known = self.unmatched.get(entry_key)
+            item = (value, origin_of(self.task.current))  # type: ignore[union-attr]
             if known is None:
-                self._unmatched_put(entry_key, (self.side, (value,)), ts)
+                self._unmatched_put(entry_key, (self.side, (item,)), ts)
                 self._push_pending(ts, key)
             else:
-                self._unmatched_put(entry_key, (self.side, known[1] + (value,)), ts)
+                self._unmatched_put(entry_key, (self.side, known[1] + (item,)), ts)
         self._put(key, value, ts)
         index = self.index
         index.add(key, ts, value)  # type: ignore[union-attr]
         index.expire(self._this_inner.observed_stream_time)  # type: ignore[union-attr]
 
-    def _closed_unmatched(self, t: int) -> list[tuple[Any, list[tuple[Any, Any, int]]]]:
+    def _closed_unmatched(self, t: int) -> list[tuple[Any, list[tuple[Any, Any, int, Any]], tuple[Any, ...] | None]]:
         """Pop the unmatched entries that no record accepted at stream time ``t`` or later can join
         (``ts < t - (before + after + grace)``) from the heaps of the outer sides and return those
-        still unmatched with their outputs, ordered by (timestamp, side, key)."""
+        still unmatched, ordered by (timestamp, side, key), as ``(entry key, outputs, kept)``:
+        ``outputs`` ``(key, joined, ts, origin)`` per value; ``kept`` is None, or (when the joiner
+        raised on some values and the task's ``released_error_handler`` took them) the values that
+        did not fail. Without a handler the first failure is raised, the heaps as they were."""
         found: list[tuple[int, int, Any]] = []
         threshold = t - self.close_after
         for side in self.outer_sides:
@@ -298,35 +325,55 @@ class StreamStreamJoinProcessor(Processor):
         if len(found) > 1:
             found.sort(key=lambda e: (e[0], e[1]))   # stable: keys of one (ts, side) stay in heap order
             found = _sorted_by_key_within(found)
-        out = []
+        out: list[tuple[Any, list[tuple[Any, Any, int, Any]], tuple[Any, ...] | None]] = []
         get = self.unmatched.get
         joiner = self.joiner
+        task = self.task
         previous = None
-        try:
-            for ts, side, key in found:
-                entry_key = (side, ts, key)
-                if entry_key == previous:
-                    continue                              # an entry re-created after a match: one heap item each
-                previous = entry_key
-                entry = get(entry_key)
-                if entry is None:
-                    continue                              # matched since it was added
-                values = entry[1]
-                outputs = ([(key, joiner(v, None), ts) for v in values] if side == LEFT
-                           else [(key, joiner(None, v), ts) for v in values])
-                out.append((entry_key, outputs))
-        except Exception as exc:
-            for ts, side, key in found:
-                owner = self if side == self.side else self.sibling
-                owner._push_pending(ts, key)  # type: ignore[union-attr]
-            raise user_error(self.name, "joiner", exc, None) from exc
+        for ts, side, key in found:
+            entry_key = (side, ts, key)
+            if entry_key == previous:
+                continue                              # an entry re-created after a match: one heap item each
+            previous = entry_key
+            entry = get(entry_key)
+            if entry is None:
+                continue                              # matched since it was added
+            outputs = []
+            kept: list[Any] | None = None
+            for i, (v, origin) in enumerate(entry[1]):
+                try:
+                    joined = joiner(v, None) if side == LEFT else joiner(None, v)
+                except Exception as exc:  # noqa: BLE001 - the user function failed: handed on below
+                    error = user_error(self.name, "joiner", exc, key)
+                    error.__cause__ = exc
+                    if getattr(task, "released_error_handler", None) is None:
+                        for f_ts, f_side, f_key in found:
+                            owner = self if f_side == self.side else self.sibling
+                            owner._push_pending(f_ts, f_key)  # type: ignore[union-attr]
+                    released_error(task, error, origin, self.name)   # raises without a handler
+                    if kept is None:
+                        kept = [item for item, _ in zip(entry[1], range(i))]
+                    continue
+                outputs.append((key, joined, ts, origin))
+                if kept is not None:
+                    kept.append((v, origin))
+            out.append((entry_key, outputs, None if kept is None else tuple(kept)))
         return out
 
-    def _unpop(self, closed: list[tuple[Any, list[tuple[Any, Any, int]]]]) -> None:
-        """Put closed entries back on their heaps (the record's joiner raised: nothing changes)."""
-        for (side, ts, key), _ in closed:
+    def _unpop(self, closed: list[tuple[Any, list[tuple[Any, Any, int, Any]], tuple[Any, ...] | None]],
+               ts: int) -> None:
+        """Put closed entries back on their heaps (the record's own joiner raised). Values already
+        handed to the ``released_error_handler`` stay consumed: they leave the stored entry."""
+        for (side, entry_ts, key), _, kept in closed:
+            if kept is not None:
+                entry_key = (side, entry_ts, key)
+                if kept:
+                    self._unmatched_put(entry_key, (side, kept), ts)
+                else:
+                    self._unmatched_delete(entry_key, ts)
+                    continue
             owner = self if side == self.side else self.sibling
-            owner._push_pending(ts, key)  # type: ignore[union-attr]
+            owner._push_pending(entry_ts, key)  # type: ignore[union-attr]
 
     def _mark_matched(self, key: Any, partners: list[Any], ts: int) -> None:
         unmatched = self.unmatched

@@ -7,7 +7,9 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from ..errors import ProcessingError
 from .base import Processor, kv_writer, user_error
+from .origin import origin_of, released_error
 
 __all__ = ["BUFFER_TIME", "VALID_TO_UNDEFINED", "StreamTableJoinProcessor", "TableSourceProcessor"]
 
@@ -73,6 +75,14 @@ class StreamTableJoinProcessor(Processor):
     is at that moment. ``buffer_time`` is written to the progress store at the end of every batch,
     so both survive restart. ``buffer_time`` only counts records that reach the buffer (records
     dropped for a None key or value do not move it).
+
+    A buffered entry's value is ``(value, origin)``: the record's
+    :class:`~streamproc.processors.origin.Origin` (position, raw key and value, headers), stored and
+    change-logged with it. When joining a released record raises a
+    :class:`~streamproc.errors.ProcessingError` (the joiner, or an operator downstream), the error
+    names that record's origin and goes to the task's ``released_error_handler`` (see
+    :func:`~streamproc.processors.origin.released_error`); the released record is consumed either
+    way, and the record being processed goes on unless there is no handler.
     """
 
     __slots__ = (
@@ -180,13 +190,16 @@ class StreamTableJoinProcessor(Processor):
             return
         entry = (ts, key, self._seq)
         self._seq += 1
-        self._buffer_put(entry, value, ts)
+        self._buffer_put(entry, (value, origin_of(self.task.current)), ts)  # type: ignore[union-attr]
         pending = self._pending
         pending.add(entry)
         while pending and pending[0][0] <= limit:
             head = pending.pop(0)
-            buffered = self._buffer_delete(head, ts)
-            self._join(head[1], buffered, head[0])
+            buffered, origin = self._buffer_delete(head, ts)
+            try:
+                self._join(head[1], buffered, head[0])
+            except ProcessingError as exc:
+                released_error(self.task, exc, origin, self.name)
 
     @property
     def needs_flush(self) -> bool:  # type: ignore[override]

@@ -23,6 +23,18 @@ Contract:
 - A user function that raises propagates as :class:`~streamproc.errors.ProcessingError` with
   ``key``, ``topic``, ``partition``, ``offset`` and ``operator`` set; a source serde failure as
   :class:`~streamproc.errors.SerializationError` naming the record's position.
+- Errors in records released from buffers (docs/semantics.md, "Errors in records released from
+  buffers"): a record an operator keeps and acts on later (a stream-table join's grace buffer, an
+  outer stream-stream join's unmatched record emitted with a ``None`` partner) keeps its origin
+  (:class:`~streamproc.processors.origin.Origin`: ``topic``, ``partition``, ``offset``,
+  ``timestamp``, ``key`` and ``value`` as fetched, ``headers``). When processing it on release
+  raises a ``ProcessingError``, the error's ``topic``/``partition``/``offset`` are the origin's.
+  ``released_error_handler`` (``Callable[[ProcessingError, Origin], None] | None``, default None):
+  when set, the operator calls it with the error and the origin and goes on with the record being
+  processed (the released record is consumed: removed from the buffer, nothing forwarded for it);
+  the handler applies the error policy to the origin (e.g. dead-letters ``origin.key`` /
+  ``origin.value``) and must not raise unless the whole batch is to fail. When None, the error
+  propagates out of ``process`` (naming the origin's position, not the record being processed).
 - ``drain_outputs()`` returns and clears the records the sinks produced: key/value serialised to
   bytes by the sink's serdes when it has them, else the topology's Python objects.
 - ``metrics``: ``records_in``, ``records_out``, ``dropped_records`` (total) and
@@ -32,7 +44,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..dsl.topology import SubTopology, Topology
@@ -97,6 +109,9 @@ class Task:
         self._flushers = [p for p in self._order if p.needs_flush]
         self.outputs: list[OutputRecord] = []
         self.current: Any = _NO_RECORD
+        #: called with ``(ProcessingError, Origin)`` for a record released from a buffer that failed
+        #: (see the module docstring); None: such an error propagates out of ``process``
+        self.released_error_handler: Callable[[ProcessingError, Any], None] | None = None
         self._initialized = False
         self._closed = False
         self._records_in = 0

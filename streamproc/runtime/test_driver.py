@@ -23,21 +23,33 @@ Rules:
   changelog topic, a store's changelog holds the records replayed at start first, then the new ones,
   so restarts chain: ``TopologyTestDriver(t, changelogs=previous.changelogs())`` again and again.
 - Piping into a topic the topology does not read is a ``ValueError`` naming it and listing the topics.
+- Errors in records released from buffers (docs/semantics.md): ``released_error_policy`` chooses,
+  like the daemon's error policy, what happens when processing a record released later from a
+  join's buffer raises: ``"fail"`` (default) raises the ``ProcessingError`` from ``pipe``, naming
+  the released record's position; ``"skip"`` logs it once and goes on; ``"dead-letter"`` also writes
+  the released record (its key and value as piped, its headers plus the ``streamproc.error.*``
+  headers) to the output topic ``<application_id>-dlq``. Both record every such error in
+  :attr:`TopologyTestDriver.released_errors` as ``(ProcessingError, Origin)``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Self
 
 from ..dsl.options import check_serde
 from ..dsl.topology import Topology
+from ..errors import ProcessingError
 from ..records import KeyValue, Record
 from ..serde import Serde
 from ..time import Duration, duration_ms
+from .error_policy import ErrorPolicy, Stage, dead_letter_headers
 from .task import Task
 from .task_records import OutputRecord
+
+log = logging.getLogger("streamproc.test_driver")
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
 
@@ -185,13 +197,24 @@ class TopologyTestDriver:
 
     ``changelogs``: ``{store name or changelog topic: [ChangelogRecord, ...]}`` replayed into the stores
     before any record (what the daemon does on assignment). ``initial_wall_clock_ms``: the wall clock.
+    ``released_error_policy``: ``"fail"`` (default), ``"skip"`` or ``"dead-letter"`` for errors in
+    records released from buffers (module docstring).
     """
 
     def __init__(self, topology: Topology, application_id: str = "t", *, initial_wall_clock_ms: int = 0,
-                 changelogs: Mapping[str, Iterable[Any]] | None = None, changelog: bool = True) -> None:
+                 changelogs: Mapping[str, Iterable[Any]] | None = None, changelog: bool = True,
+                 released_error_policy: str = "fail") -> None:
         if not isinstance(topology, Topology):
             raise ValueError(f"TopologyTestDriver needs a Topology (StreamsBuilder.build()), "  # noqa: TRY004
                              f"got {type(topology).__name__} {topology!r}")
+        try:
+            self.released_error_policy = ErrorPolicy(released_error_policy)
+        except ValueError:
+            raise ValueError(f"released_error_policy must be one of {[p.value for p in ErrorPolicy]}, "
+                             f"got {released_error_policy!r}") from None
+        #: ``(ProcessingError, Origin)`` of every released record that failed (policies skip, dead-letter)
+        self.released_errors: list[tuple[ProcessingError, Any]] = []
+        self.dead_letter_topic = f"{application_id}-dlq"
         self.topology = topology
         self.application_id = application_id
         self._wall_clock = int(initial_wall_clock_ms)
@@ -207,6 +230,12 @@ class TopologyTestDriver:
         self._outputs: dict[str, deque] = {t: deque() for t in topology.sink_topics(application_id)
                                            if t not in self._internal}
         self._sink_serdes = {t: topology.sink_serdes(t, application_id) for t in self._outputs}
+        if self.released_error_policy is not ErrorPolicy.FAIL:
+            for task in self.tasks:
+                task.released_error_handler = self._released_error
+            if self.released_error_policy is ErrorPolicy.DEAD_LETTER:
+                self._outputs[self.dead_letter_topic] = deque()
+                self._sink_serdes[self.dead_letter_topic] = (None, None)
         self._offsets: dict[str, int] = {}
         self._store_task: dict[str, Task] = {}
         self._changelogs: dict[str, list[Any]] = {}
@@ -308,6 +337,19 @@ class TopologyTestDriver:
             key = ks.deserialize(out.key, where) if ks is not None else out.key
             value = vs.deserialize(out.value, where) if vs is not None else out.value
             queue.append(Record(key, value, out.timestamp, out.headers, topic, 0, offset))
+
+    def _released_error(self, exc: ProcessingError, origin: Any) -> None:
+        """A task's ``released_error_handler``: apply :attr:`released_error_policy` to ``origin``."""
+        self.released_errors.append((exc, origin))
+        if self.released_error_policy is ErrorPolicy.SKIP:
+            log.warning("skipping a record released from a buffer: %s", exc)
+            return
+        headers = dead_letter_headers(origin.headers, exc, Stage.PROCESSING, origin.topic or "",
+                                      -1 if origin.partition is None else origin.partition,
+                                      -1 if origin.offset is None else origin.offset)
+        topic = self.dead_letter_topic
+        self._outputs[topic].append(Record(origin.key, origin.value, origin.timestamp, tuple(headers), topic, 0,
+                                           self._next_offset(topic)))
 
     def advance_wall_clock(self, ms: Duration) -> None:
         """Move the wall clock forward by ``ms`` and run wall-clock punctuation."""

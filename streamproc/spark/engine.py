@@ -12,6 +12,10 @@ A record whose key or value the source's serdes cannot deserialise (the task's s
 (a user function failed), is *rejected*: it yields a ``reject`` row carrying its position and the
 error, and processing goes on with the next record. (A processing error can leave the effects of
 the operators that ran before the failing one: there is no rollback, as in the live daemon.)
+A record released later from a join's buffer (a stream-table join's grace buffer, an unmatched
+record of an outer stream-stream join) that fails on release is rejected with **its own** position,
+timestamp, key and value bytes and source (its origin, docs/semantics.md "Errors in records released
+from buffers"), not the record whose arrival released it; that record goes on being processed.
 
 Yielded rows are plain tuples in the order of :data:`OUT_FIELDS`:
 
@@ -127,6 +131,17 @@ def process_rows(plan: StagePlan, rows: Iterable[Any]) -> Iterator[tuple]:
     task = None
     current = None
     state: dict[str, int] = {}
+    released: list[tuple[ProcessingError, Any]] = []    # the task's released_error_handler fills it
+    sources: dict[str, Any] = {}                          # topic -> source of its rows
+
+    def released_rejects() -> Iterator[tuple]:
+        for exc, origin in released:
+            state["rejected"] += 1
+            key = None if origin.key is None else bytes(origin.key)
+            value = None if origin.value is None else bytes(origin.value)
+            yield ("reject", origin.topic, origin.partition, origin.offset, origin.timestamp, key, value, None,
+                   f"{type(exc).__name__}: {exc}", sources.get(origin.topic))
+        released.clear()
 
     def finish() -> Iterator[tuple]:
         nonlocal task
@@ -162,11 +177,13 @@ def process_rows(plan: StagePlan, rows: Iterable[Any]) -> Iterator[tuple]:
                 yield from finish()
             current = partition
             task = _make_task(topology, plan, partition)
+            task.released_error_handler = lambda exc, origin: released.append((exc, origin))
             state = {"in": 0, "out": 0, "rejected": 0}
         topic, offset, ts = row.topic, int(row.offset), int(row.timestamp)
         key = None if row.key is None else bytes(row.key)
         value = None if row.value is None else bytes(row.value)
         state["in"] += 1
+        sources[topic] = getattr(row, "source", None)
         assert task is not None
         try:
             task.process(topic, partition, [Record(key, value, ts, (), topic, partition, offset)])
@@ -176,6 +193,8 @@ def process_rows(plan: StagePlan, rows: Iterable[Any]) -> Iterator[tuple]:
             yield ("reject", topic, partition, offset, ts, key, value, None,
                    f"{type(exc).__name__}: {exc}", source)
             # outputs forwarded before a processing error are kept (no rollback), as in the daemon
+        if released:
+            yield from released_rejects()
         yield from drain()
     if task is not None:
         yield from finish()

@@ -254,3 +254,28 @@ def test_bad_requests_fail_before_any_job(spark, tmp_path: Path) -> None:
         compute(spark, "topologies.sessions", [f"clicks={tmp_path / 'missing.jsonl'}"], quiet=True)
     with pytest.raises(ModuleNotFoundError):
         compute(spark, "topologies.no_such_module", [f"clicks={path}"], quiet=True)
+
+
+def test_a_record_failing_on_release_from_a_buffer_is_rejected_with_its_own_position_and_bytes(
+        spark, tmp_path: Path) -> None:
+    """Issue 19, item 3: the reject names the released payment (offset 1, its bytes), not the
+    payment whose arrival released it (offset 2), and that one is still priced."""
+    recs = [In("rates", 0, 0, 1, b"EUR", b"1.5"),
+            In("payments", 0, 0, 10, b"EUR", b'{"amount":1}'),
+            In("payments", 0, 1, 11, b"EUR", b'{"amount":2,"bad":true}'),
+            In("payments", 0, 2, 500, b"EUR", b'{"amount":3}')]
+    rates = write_jsonl(tmp_path / "in" / "rates.jsonl", recs[:1])
+    payments = write_jsonl(tmp_path / "in" / "payments.jsonl", recs[1:])
+    out = tmp_path / "out"
+    res = reprocess(spark, "tests.spark.released_topology", [f"rates={rates}", f"payments={payments}"],
+                    f"json:{out}", order="event-time", updates=True, quiet=True)
+    assert res.rejected == 1
+    (reject,) = [json.loads(x) for f in sorted((out / "_rejects").glob("*.json")) for x in f.read_text().splitlines()]
+    assert (reject["topic"], reject["partition"], reject["offset"], reject["timestamp"]) == ("payments", 0, 1, 11)
+    assert base64.b64decode(reject["value_base64"]) == b'{"amount":2,"bad":true}'
+    assert base64.b64decode(reject["key_base64"]) == b"EUR"
+    assert reject["error"].startswith("ProcessingError") and "payments[0]@1" in reject["error"]
+    assert reject["source"] and "payments" in reject["source"]
+    priced = sorted(json.loads(r["value"])["amount"] for r in spark.read.json(str(out / "updates")).collect())
+    assert priced == [1]   # the releasing payment (500) is buffered, not yet released
+
