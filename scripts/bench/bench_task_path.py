@@ -27,7 +27,15 @@ before timing (they are harness data that a daemon would not hold; objects the m
 allocates are collected as usual); ``--no-freeze`` measures without that. It exits non-zero only if the floor's output differs from the task's
 (then the comparison would be meaningless); it asserts no speed.
 
-Usage: ``python scripts/bench/bench_task_path.py [--records N] [--users U] [--batch B] [--repeat R] [--quick]``.
+``--released-origins`` (issue 19, item 3) measures instead what keeping each buffered record's
+origin costs on the task path of a stream-table join with grace (payments left-joined as of their
+time with a versioned rates table, grace 5 s; about every payment passes through the grace buffer
+and its change-logged store): the current processor against the one of commit ``4b95a6c`` (before
+origins were kept; its source read with ``git show`` into a temporary module, its buffer values
+without origins), in the same run, with the ratio.
+
+Usage: ``python scripts/bench/bench_task_path.py [--records N] [--users U] [--batch B] [--repeat R] [--quick]
+[--released-origins]``.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import random
 import resource
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from streamproc.records import Record
@@ -202,6 +211,109 @@ def run_naive_floor(records: list[Record], batch: int) -> tuple[float, int]:
     return clock() - start, outputs
 
 
+BEFORE_ORIGINS_COMMIT = "4b95a6c"
+
+
+def payment_records(n: int, currencies: int = 12, seed: int = 23) -> list[Record]:
+    """Rates (1 in 20 records) and payments, ~5 ms apart, 10% of payments up to 3 s late."""
+    rng = random.Random(seed)
+    keys = [f"C{i:02d}".encode() for i in range(currencies)]
+    ts = 1_700_000_000_000
+    out = []
+    for offset in range(n):
+        ts += rng.randint(0, 10)
+        key = keys[rng.randrange(currencies)]
+        if offset % 20 == 0:
+            out.append(Record(key, str(1 + rng.random()).encode(), ts, (), "rates", 0, offset // 20))
+        else:
+            t = ts - rng.randint(0, 3_000) if rng.random() < 0.1 else ts
+            out.append(Record(key, b'{"amount":%d}' % rng.randint(1, 999), t, (), "payments", 0, offset))
+    return out
+
+
+def join_with_grace_topology() -> Any:
+    from streamproc import serde
+    from streamproc.dsl import StreamsBuilder
+
+    b = StreamsBuilder()
+    rates = b.table("rates", key_serde=serde.STRING, value_serde=serde.JSON, name="rates", versioned=3_600_000)
+    (b.stream("payments", key_serde=serde.STRING, value_serde=serde.JSON)
+     .left_join(rates, lambda p, r: {"amount": p["amount"], "rate": r}, grace=5_000, name="priced")
+     .to("priced", key_serde=serde.STRING, value_serde=serde.JSON))
+    return b.build()
+
+
+def _old_table_module() -> Any:
+    import importlib.util
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    source = subprocess.run(["git", "-C", str(root), "show", f"{BEFORE_ORIGINS_COMMIT}:streamproc/processors/table.py"],
+                            capture_output=True, text=True, check=True).stdout
+    spec = importlib.util.spec_from_loader(f"streamproc.processors.table_{BEFORE_ORIGINS_COMMIT}", loader=None)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "streamproc.processors"
+    sys.modules[spec.name] = module
+    exec(compile(source, f"<table {BEFORE_ORIGINS_COMMIT}>", "exec"), module.__dict__)  # noqa: S102 - our own source
+    return module
+
+
+def run_join_task(records: list[Record], batch: int, old: Any = None) -> tuple[float, int, int]:
+    """``(CPU seconds, outputs, changelog records)`` of the join-with-grace topology through one Task;
+    ``old``: the table module of commit 4b95a6c, swapped into the DSL while the task is built."""
+    from streamproc.dsl import kstream
+    from streamproc.runtime.task import Task
+
+    saved = kstream.StreamTableJoinProcessor, kstream.buffered_value_serde
+    if old is not None:
+        kstream.StreamTableJoinProcessor, kstream.buffered_value_serde = old.StreamTableJoinProcessor, lambda s: s
+    try:
+        task = Task(join_with_grace_topology(), 0, 0, "bench")
+    finally:
+        kstream.StreamTableJoinProcessor, kstream.buffered_value_serde = saved
+    stores = list(task.stores.values())
+    outputs = changelog = 0
+    gc.collect()
+    start = clock()
+    i, n = 0, len(records)
+    while i < n:                   # a batch is a run of records of one topic (as getmany gives them)
+        topic = records[i].topic
+        j = i + 1
+        while j < n and j - i < batch and records[j].topic == topic:
+            j += 1
+        task.process(topic, 0, records[i:j])
+        outputs += len(task.drain_outputs())
+        for store in stores:
+            changelog += len(store.drain())
+        i = j
+    elapsed = clock() - start
+    task.close()
+    return elapsed, outputs, changelog
+
+
+def released_origins(args: argparse.Namespace) -> None:
+    records = payment_records(args.records)
+    old = _old_table_module()
+    best = {"origins kept (current)": float("inf"), f"without origins ({BEFORE_ORIGINS_COMMIT})": float("inf")}
+    counts = {}
+    for _ in range(args.repeat):
+        for label, module in zip(best, (None, old)):
+            t, outputs, changelog = run_join_task(records, args.batch, module)
+            best[label] = min(best[label], t)
+            counts[label] = (outputs, changelog)
+    n = len(records)
+    print(f"stream-table left join with grace 5 s, task path: {n:,} records, batch {args.batch}, "
+          f"best of {args.repeat} (CPU time)")
+    print(f"{'':34}{'records/s':>12}{'us/record':>12}{'outputs':>10}{'changelog':>11}")
+    for label, secs in best.items():
+        print(f"{label:34}{n / secs:>12,.0f}{secs / n * 1e6:>12.2f}{counts[label][0]:>10,}{counts[label][1]:>11,}")
+    current, before = best.values()
+    print(f"ratio with origins / without: {before / current:.3f} (records/s)")
+    if len({c[0] for c in counts.values()}) != 1:
+        raise SystemExit("the two processors gave different numbers of outputs")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--records", type=int, default=1_000_000)
@@ -212,9 +324,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-check", action="store_true", help="skip the untimed output comparison run")
     p.add_argument("--no-freeze", action="store_true",
                    help="do not gc.freeze() the generated input records (the collector then walks them too)")
+    p.add_argument("--released-origins", action="store_true",
+                   help="measure the cost of keeping buffered records' origins (stream-table join with grace)")
     args = p.parse_args(argv)
     if args.quick:
         args.records, args.repeat = 100_000, 2
+    if args.released_origins:
+        released_origins(args)
+        return
 
     records = make_records(args.records, args.users)
     if not args.no_freeze:  # the input list is harness data: keep the collector from walking it

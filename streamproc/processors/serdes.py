@@ -81,7 +81,20 @@ def buffer_key_serde(key_serde: Serde) -> Serde:
 #: First bytes of a buffered value that carries its origin (never the start of UTF-8 or JSON text).
 ORIGIN_MARKER = b"\xffSPo"
 _LEN = struct.Struct(">I")
+_H2 = struct.Struct(">H")
+_MARKED_LEN = struct.Struct(">4sI")
+_ORIGIN_FAST = struct.Struct(">iqqI")      # partition, offset, timestamp, key length (encode_origin's layout)
 _NO_VALUE = 0xFFFFFFFF
+_TOPICS: dict[str, bytes] = {}
+
+
+def _topic_bytes(topic: str) -> bytes:
+    """``topic`` as encode_origin writes it: 2-byte length + UTF-8 (cached per topic)."""
+    raw = _TOPICS.get(topic)
+    if raw is None:
+        name = topic.encode()
+        raw = _TOPICS[topic] = _H2.pack(len(name)) + name
+    return raw
 
 
 def buffered_value_serde(value_serde: Serde) -> Serde:
@@ -91,6 +104,13 @@ def buffered_value_serde(value_serde: Serde) -> Serde:
     def to_bytes(entry: Any) -> bytes:
         value, origin = entry
         raw = value_serde.serialize(value, where)
+        topic, partition, offset, timestamp, key, fetched, headers = origin
+        if (raw is not None and not headers and type(key) is bytes and type(fetched) is bytes
+                and topic is not None and partition is not None and offset is not None):
+            # the daemon's common case in one join: encode_origin's layout, written inline
+            return b"".join((_MARKED_LEN.pack(ORIGIN_MARKER, len(raw)), raw, _topic_bytes(topic),
+                             _ORIGIN_FAST.pack(partition, offset, timestamp, len(key)), key,
+                             _LEN.pack(len(fetched)), fetched, b"\x00\x00"))
         head = ORIGIN_MARKER + (_LEN.pack(_NO_VALUE) if raw is None else _LEN.pack(len(raw)) + raw)
         return head + encode_origin(origin)
 
