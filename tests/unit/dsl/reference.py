@@ -64,9 +64,9 @@ class SessionReference:
             if not self.on_close:
                 out.append(((key, start, end), agg, end))
         if self.on_close:
-            closing = sorted(((e, k, s) for (k, s, e) in self.sessions
-                              if self.last_emitted_close <= e < close_time), key=lambda t: (t[0], t[1]))
-            for e, k, s in closing:
+            closing = sorted(((e, s, k) for (k, s, e) in self.sessions          # by end, start, key
+                              if self.last_emitted_close <= e < close_time), key=lambda t: (t[0], t[1], t[2]))
+            for e, s, k in closing:
                 out.append(((k, s, e), self.sessions[(k, s, e)], e))
             self.last_emitted_close = close_time
         return out
