@@ -151,3 +151,23 @@ def test_changelog_values_written_before_origins_restore_with_an_unknown_origin(
 def test_a_bad_policy_name_is_refused() -> None:
     with pytest.raises(ValueError, match="released_error_policy must be one of"):
         TopologyTestDriver(stream_table(), released_error_policy="ignore")
+
+
+def test_an_operator_downstream_failing_on_a_released_result_blames_the_released_record() -> None:
+    def check(v: Any) -> Any:
+        if v[0] == {"n": 2}:
+            raise ValueError("downstream cannot take n=2")
+        return v
+
+    b = StreamsBuilder()
+    table = b.table("rates", key_serde=serde.STRING, value_serde=serde.JSON, name="rates", versioned=100)
+    (b.stream("payments", key_serde=serde.STRING, value_serde=serde.JSON)
+     .left_join(table, lambda v, t: [v, t], grace=10, name="j")
+     .map_values(check, name="check")
+     .to("out", key_serde=serde.STRING, value_serde=serde.JSON))
+    with TopologyTestDriver(b.build(), released_error_policy="dead-letter") as d:
+        _pipe(d, [("payments", "a", {"n": 1}, 10), ("payments", "b", {"n": 2}, 11), ("payments", "c", {"n": 3}, 100)])
+        (dead,) = d.output_topic("t-dlq").read_records()
+        ((err, _),) = d.released_errors
+    assert (dead.key, dead.value, dict(dead.headers)["streamproc.error.offset"]) == (b"b", b'{"n":2}', b"1")
+    assert err.operator == "check" and err.offset == 1
