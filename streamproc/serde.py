@@ -145,6 +145,11 @@ def _json_from_stdlib(data: bytes) -> Any:
     return json.loads(data)
 
 
+def _right_size(data: bytes) -> bytes:
+    """A copy of ``data`` in an allocation of its own size."""
+    return memoryview(data).tobytes()
+
+
 if _orjson is not None:
     _dumps, _loads, _NON_STR_KEYS = _orjson.dumps, _orjson.loads, _orjson.OPT_NON_STR_KEYS
     _OrjsonDecodeError = _orjson.JSONDecodeError
@@ -162,7 +167,10 @@ if _orjson is not None:
             return _json_to_stdlib(value)
         if out.find(b"null") >= 0:  # (not `in`: bytes.__contains__ tries an int first, 2x slower)
             _json_encoder.encode(value)  # raises ValueError for NaN/Infinity
-        return out
+        # orjson (3.12+) returns bytes whose allocation is rounded up to 4 KiB or more: a 60-byte
+        # value would hold 4 KiB while it waits in a send buffer or a changelog buffer. A right-sized
+        # copy costs ~0.1 us.
+        return _right_size(out)
 
     def _json_from(data: bytes) -> Any:
         """orjson; the standard library for what orjson reads differently or rejects (integers of

@@ -115,6 +115,11 @@ def reduce_functions(reducer: Callable[[Any, Any], Any]) -> tuple[
     return (lambda: None), aggregator, merger
 
 
+def _close_order(item: tuple[Windowed, Any]) -> tuple[int, int, Any]:
+    window = item[0]
+    return (window.end, window.start, window.key)
+
+
 class SessionAggregateProcessor(Processor):
     """The session-window aggregate operator; its session store is named ``store_name``."""
 
@@ -317,6 +322,7 @@ class SessionAggregateProcessor(Processor):
         previous = None
         pop = heapq.heappop
         lowest = self.last_emitted_close  # only ends in [last_emitted_close, close_time) are emitted
+        moved = False  # an item re-queued under a smaller start may follow items it orders before
         while True:
             if heap and (not queue or heap[0] < queue[0]):
                 if heap[0][0] >= close_time:
@@ -333,6 +339,7 @@ class SessionAggregateProcessor(Processor):
                 if entry[0] != end or entry[1] != start:
                     self._seq += 1
                     self._push((entry[0], entry[1], key, self._seq, entry))
+                    moved = True
                     continue
                 if end >= lowest:
                     out.append((_windowed(Windowed, (key, start, end)), agg))
@@ -343,6 +350,8 @@ class SessionAggregateProcessor(Processor):
             agg = fetch(key, start, end)
             if agg is not None:
                 out.append((_windowed(Windowed, (key, start, end)), agg))
+        if moved and len(out) > 1:
+            out.sort(key=_close_order)
         return out
 
     def _emit_closed(self, closing: Sequence[tuple[Windowed, Any]], close_time: int) -> None:

@@ -153,6 +153,8 @@ class StreamApp(Service):
                                         config.delivery_timeout_ms, config.shutdown_timeout_ms)
         self.input: InputConsumer | None = None
         self.plan: TopicPlan | None = None
+        #: sub-topologies that write repartition topics (their tasks are kept in step, task_manager.py)
+        self._repartition_writers: frozenset[int] = frozenset()
         self.fatal: BaseException | None = None
         self._epoch = 0
         self._stop_requested = False
@@ -200,7 +202,7 @@ class StreamApp(Service):
             if self.snapshots is not None:
                 self.snapshots.unlock()
             raise
-        self.tasks.configure(self.consumer, self._subtopology_sources())
+        self.tasks.configure(self.consumer, self._subtopology_sources(), aligned=self._repartition_writers)
 
     async def run(self) -> None:
         """Start, process until a stop is requested or a fatal error, then stop (within
@@ -348,6 +350,7 @@ class StreamApp(Service):
             log.info("sub-topology %d: %d task(s), sources %s", sid, plan.subtopology_partitions[sid], sorted(sources))
         self.producer.partition_counts = plan.partition_counts()
         self.purger.topics = frozenset(t for st in subs for t in st.repartition_topics)
+        self._repartition_writers = frozenset(st.id for st in subs if set(st.sink_topics) & self.purger.topics)
         consumer_config = dict(cfg.consumer_config)
         if self.eos is not None:  # exactly-once: never read records of open or aborted transactions
             consumer_config["isolation_level"] = "read_committed"

@@ -32,13 +32,16 @@ from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-__all__ = ["PartitionGroup"]
+__all__ = ["NO_TIME", "PartitionGroup"]
+
+#: The floor of a lagging partition nothing was released from yet: before any timestamp.
+NO_TIME = -(2**63)
 
 
 class _Queue:
     """One partition's buffered records: fetched lists, consumed from ``start``."""
 
-    __slots__ = ("chunks", "rank", "size", "start", "tp")
+    __slots__ = ("chunks", "last_timestamp", "rank", "size", "start", "tp")
 
     def __init__(self, tp: Any, rank: int) -> None:
         self.tp = tp
@@ -46,6 +49,8 @@ class _Queue:
         self.chunks: deque[Sequence[Any]] = deque()
         self.start = 0
         self.size = 0
+        #: timestamp of the last record released (None: none yet)
+        self.last_timestamp: int | None = None
 
     def head_timestamp(self) -> int:
         return self.chunks[0][self.start].timestamp  # type: ignore[no-any-return]
@@ -62,6 +67,7 @@ class _Queue:
                 stop += 1
             end = stop
         run = chunk if start == 0 and end == len(chunk) else chunk[start:end]
+        self.last_timestamp = chunk[end - 1].timestamp
         if end == len(chunk):
             self.chunks.popleft()
             self.start = 0
@@ -135,25 +141,49 @@ class PartitionGroup:
         """When the group started waiting for a lagging partition (ms), or None."""
         return self._blocked_since
 
-    def next_run(self, now_ms: int, lagging: Collection[Any] = ()) -> tuple[Any, Sequence[Any]] | None:
-        """The next records to process, ``(tp, records)``, or None (nothing buffered, or waiting).
+    def ready(self, now_ms: int, lagging: Collection[Any] = ()) -> bool:
+        """Whether records may be released now: no partition of ``lagging`` is empty, or the group
+        has waited ``max_idle_ms`` for them already. Starts (or ends) the wait accordingly."""
+        if lagging and any(not self._queues[tp].size for tp in lagging):
+            if self._blocked_since is None:
+                self._blocked_since = now_ms
+            return now_ms - self._blocked_since >= self.max_idle_ms
+        self._blocked_since = None
+        return True
+
+    def head_timestamp(self) -> int | None:
+        """The timestamp of the record :meth:`next_run` would release first (None: nothing buffered)."""
+        heads = [q.head_timestamp() for q in self._queues.values() if q.size]
+        return min(heads) if heads else None
+
+    def floor(self, lagging: Collection[Any] = ()) -> int | None:
+        """How far this task is behind in event time: the smallest of its buffered heads and, for
+        each empty partition of ``lagging``, the timestamp last released from it (``NO_TIME`` when
+        none was yet). None: nothing buffered and nothing lagging."""
+        stamps = [q.head_timestamp() for q in self._queues.values() if q.size]
+        for tp in lagging:
+            q = self._queues[tp]
+            if not q.size:
+                stamps.append(NO_TIME if q.last_timestamp is None else q.last_timestamp)
+        return min(stamps) if stamps else None
+
+    def next_run(self, now_ms: int, lagging: Collection[Any] = (),
+                 horizon: int | None = None) -> tuple[Any, Sequence[Any]] | None:
+        """The next records to process, ``(tp, records)``, or None (nothing buffered, waiting, or
+        the next record is past ``horizon``).
 
         ``lagging``: partitions with nothing buffered that have unread records on the broker (or
         whose lag is not known yet). ``now_ms``: a monotonic clock, for the wait bound.
+        ``horizon``: release no record with a timestamp above it (the run stops before the first
+        such record; the caller aligns several tasks in time this way).
         """
         heads = [q for q in self._queues.values() if q.size]
         if not heads:
             self._blocked_since = None
             return None
-        enforced = False
-        if lagging and any(not self._queues[tp].size for tp in lagging):
-            if self._blocked_since is None:
-                self._blocked_since = now_ms
-            if now_ms - self._blocked_since < self.max_idle_ms:
-                return None
-            enforced = True
-        else:
-            self._blocked_since = None
+        if not self.ready(now_ms, lagging):
+            return None
+        enforced = self._blocked_since is not None
         if len(heads) == 1:
             queue = heads[0]
             limit = None
@@ -162,6 +192,10 @@ class PartitionGroup:
             queue = keyed[0][2]
             next_ts, next_rank, _ = keyed[1]
             limit = next_ts if queue.rank < next_rank else next_ts - 1
+        if horizon is not None:
+            if queue.head_timestamp() > horizon:
+                return None
+            limit = horizon if limit is None else min(limit, horizon)
         if enforced:
             self.enforced_runs += 1
         return queue.tp, queue.take(limit)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,8 @@ log = logging.getLogger("streamproc.tasks")
 #: ``(error, input partition, record, send buffer)``: route a record that failed (error policies).
 RecordErrorHandler = Callable[[Exception, TopicPartition, Any, SendBuffer], None]
 
+#: Event time released per pass when tasks are aligned (:meth:`TaskManager.process_ready`), ms.
+ALIGN_SLICE_MS = 1_000
 #: Seconds between two "waited max_task_idle_ms" warnings of one task.
 ENFORCED_LOG_INTERVAL_S = 60.0
 
@@ -84,12 +86,17 @@ class TaskManager:
         #: tasks whose sends failed: closed and recreated by :meth:`restart_failed`
         self.failed: set[TaskId] = set()
         self.consumer: Any = None
+        #: sub-topologies whose tasks are kept in step in event time (they write repartition topics)
+        self.aligned: frozenset[int] = frozenset()
         self._source_subtopology: dict[str, int] = {}
         self._subtopology_sources: dict[int, set[str]] = {}
 
-    def configure(self, consumer: Any, subtopology_sources: Mapping[int, set[str]]) -> None:
-        """The input consumer and, per sub-topology, its source topics (from the topic plan)."""
+    def configure(self, consumer: Any, subtopology_sources: Mapping[int, set[str]],
+                  aligned: Collection[int] = ()) -> None:
+        """The input consumer, per sub-topology its source topics (from the topic plan), and the
+        sub-topologies whose tasks are kept in step in event time (:meth:`process_ready`)."""
         self.consumer = consumer
+        self.aligned = frozenset(aligned)
         self._subtopology_sources = {sid: set(topics) for sid, topics in subtopology_sources.items()}
         self._source_subtopology = {t: sid for sid, topics in subtopology_sources.items() for t in topics}
 
@@ -277,43 +284,90 @@ class TaskManager:
 
     async def process_ready(self, buf: SendBuffer, on_error: RecordErrorHandler) -> Round:
         """Process every task's buffered records that the ordering rule releases now; their outputs
-        go to ``buf`` (attributed to their input partition). Returns what was processed."""
+        go to ``buf`` (attributed to their input partition). Returns what was processed.
+
+        The tasks of a sub-topology in :attr:`aligned` (it writes a repartition topic) are also
+        kept in step with each other (:meth:`_run_aligned`): the records they write to a
+        repartition partition, from every partition of their input, are then nearly in timestamp
+        order, as one task over all the input would write them, so the operators downstream do not
+        see one task's records hours after another's. Other tasks process all they can at once."""
         done = Round()
-        metrics = self.metrics
+        aligned: dict[int, list[ManagedTask]] = {}
         for mt in self.runnable():
-            group = mt.buffer
-            if not len(group):
-                continue
-            while True:
-                empty = group.empty_partitions()
-                lagging = [tp for tp in empty if await self._has_unread(tp)] if empty else []
-                enforced = group.enforced_runs
-                found = group.next_run(now_ms(), lagging)
-                if found is None:
-                    break
-                tp, records = found
-                if group.enforced_runs != enforced:
-                    self._report_enforced(mt, lagging)
-                started = time.perf_counter()
-                self._run_records(mt, tp, records, buf, on_error)
-                outputs = mt.task.drain_outputs()
-                if outputs:
-                    for topic, n in buf.add_outputs(outputs, tp).items():
-                        done.out_counts[topic] = done.out_counts.get(topic, 0) + n
-                metrics.processing_latency.observe(time.perf_counter() - started)
-                metrics.records_in.labels(tp.topic, str(tp.partition)).inc(len(records))
-                done.firsts.setdefault(tp, records[0].offset)
-                done.lasts[tp] = records[-1].offset
-                if mt.id in self.failed:
-                    break
-            for tp in [tp for tp in mt.paused if not group.full(tp)]:
+            if mt.id.subtopology in self.aligned:
+                aligned.setdefault(mt.id.subtopology, []).append(mt)
+            elif len(mt.buffer):
+                await self._run_task(mt, buf, on_error, done, None)
+        for tasks in aligned.values():
+            await self._run_aligned(tasks, buf, on_error, done)
+        for mt in self.runnable():
+            for tp in [tp for tp in mt.paused if not mt.buffer.full(tp)]:
                 mt.paused.discard(tp)
                 self.consumer.resume(tp)
         for tp, last in done.lasts.items():
             hw = self.consumer.highwater(tp)
             if hw is not None:
-                metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - last - 1))
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - last - 1))
         return done
+
+    async def _run_aligned(self, tasks: list[ManagedTask], buf: SendBuffer, on_error: RecordErrorHandler,
+                           done: Round) -> None:
+        """Release the records of ``tasks`` (one sub-topology's) in slices of event time: each
+        pass, the horizon is :data:`ALIGN_SLICE_MS` above the task furthest behind (its oldest
+        buffered record, or the last timestamp of an input it waits for), and every ready task
+        releases what lies below it. A task waiting for a lagging input thus holds the others
+        back, at most ``max_task_idle_ms`` (then it stops counting). Ends when a pass releases
+        nothing."""
+        while True:
+            floors: list[int] = []
+            ready: list[ManagedTask] = []
+            now = now_ms()
+            for mt in tasks:
+                if mt.id in self.failed:
+                    continue
+                lagging = await self._lagging(mt)
+                if mt.buffer.ready(now, lagging):
+                    if len(mt.buffer):
+                        ready.append(mt)
+                        floors.append(mt.buffer.head_timestamp())  # type: ignore[arg-type]
+                elif (floor := mt.buffer.floor(lagging)) is not None:
+                    floors.append(floor)
+            if not ready:
+                return
+            horizon = min(floors) + ALIGN_SLICE_MS
+            progressed = False
+            for mt in ready:
+                progressed |= await self._run_task(mt, buf, on_error, done, horizon)
+            if not progressed:
+                return
+
+    async def _run_task(self, mt: ManagedTask, buf: SendBuffer, on_error: RecordErrorHandler, done: Round,
+                        horizon: int | None) -> bool:
+        """Process the runs ``mt``'s buffer releases (up to ``horizon``); True if it processed any."""
+        group = mt.buffer
+        metrics = self.metrics
+        progressed = False
+        while mt.id not in self.failed:
+            lagging = await self._lagging(mt)
+            enforced = group.enforced_runs
+            found = group.next_run(now_ms(), lagging, horizon)
+            if found is None:
+                break
+            progressed = True
+            tp, records = found
+            if group.enforced_runs != enforced:
+                self._report_enforced(mt, lagging)
+            started = time.perf_counter()
+            self._run_records(mt, tp, records, buf, on_error)
+            outputs = mt.task.drain_outputs()
+            if outputs:
+                for topic, n in buf.add_outputs(outputs, tp).items():
+                    done.out_counts[topic] = done.out_counts.get(topic, 0) + n
+            metrics.processing_latency.observe(time.perf_counter() - started)
+            metrics.records_in.labels(tp.topic, str(tp.partition)).inc(len(records))
+            done.firsts.setdefault(tp, records[0].offset)
+            done.lasts[tp] = records[-1].offset
+        return progressed
 
     @staticmethod
     def _run_records(mt: ManagedTask, tp: TopicPartition, records: Sequence[Any], buf: SendBuffer,
@@ -333,6 +387,11 @@ class TaskManager:
                 failed = start + task.last_count - 1
                 on_error(exc, tp, records[failed], buf)
                 start = failed + 1
+
+    async def _lagging(self, mt: ManagedTask) -> list[TopicPartition]:
+        """``mt``'s input partitions with nothing buffered but unread records on the broker."""
+        empty = mt.buffer.empty_partitions()
+        return [tp for tp in empty if await self._has_unread(tp)] if empty else []
 
     async def _has_unread(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` has records on the broker beyond the consumer's position (True while that
