@@ -429,13 +429,17 @@ def build(topics: dict[str, str]) -> Any:
 
 def comparable(store: Any) -> Any:
     """A store's contents as plain data; the join buffer's keys ``(ts, key, arrival)`` lose the
-    arrival number (it depends on how the repartitioned records interleaved)."""
+    arrival number (it depends on how the repartitioned records interleaved) and its values
+    ``(value, origin)`` their origin (a position in the repartition topic, which differs likewise)."""
+    from streamproc.processors.origin import Origin
+
     inner = getattr(store, "inner", store)
     if inner.kind == "versioned":
         return sorted((k, [(v.value, v.timestamp) for v in inner.versions(k)]) for k in inner.keys())  # noqa: SIM118 - a method, not a dict
     items = [(kv.key, kv.value) for kv in inner.all()]
     if inner.kind == "key_value" and items and isinstance(items[0][0], (list, tuple)) and len(items[0][0]) == 3:
-        return sorted((k[0], k[1], json.dumps(v, sort_keys=True)) for k, v in items)
+        return sorted((k[0], k[1], json.dumps(v[0] if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], Origin)
+                                              else v, sort_keys=True)) for k, v in items)
     return items
 
 

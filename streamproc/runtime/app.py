@@ -63,7 +63,7 @@ from .client_logs import limit_client_logs
 from .commit import AtLeastOnceCommit, CommitMode, CommitSequence, TransactionalCommit
 from .consumer import AckService, InputConsumer
 from .drops import DropReporter
-from .error_policy import ErrorPolicy, Stage, classify, dead_letter_headers
+from .error_policy import ErrorPolicy, RecordError, Stage, classify, dead_letter_headers
 from .metrics import Metrics
 from .producer import OutputProducer, SendBuffer, to_bytes
 from .restore import Restorer
@@ -84,10 +84,6 @@ _PUNCTUATE_EVERY_S = 1.0
 _ROUND_GRACE_S = 2.0
 #: Share of ``shutdown_timeout_ms`` the final commit (and snapshots) may use; the rest closes the clients.
 _FINAL_COMMIT_SHARE = 0.5
-
-
-class RecordError(StreamprocError):
-    """A record failed under the ``fail`` error policy; names its position and the cause."""
 
 
 class ShutdownTimeoutError(StreamprocError):
@@ -413,11 +409,20 @@ class StreamApp(Service):
             metrics.records_out.labels(topic).inc(n)
         metrics.pending_acks.set(self.progress.tracker.pending_sends())
 
-    def _record_error(self, exc: Exception, tp: TopicPartition, rec: Any, buf: SendBuffer) -> None:
-        """Apply the error policy of ``exc``'s stage to record ``rec`` of ``tp``."""
+    def _record_error(self, exc: Exception, tp: TopicPartition, rec: Any, buf: SendBuffer,
+                      released: bool = False) -> None:
+        """Apply the error policy of ``exc``'s stage to record ``rec``: one fetched from ``tp``, or
+        (``released``) one a join released from its buffer while a record of ``tp`` was processed.
+        ``rec`` names its own position (``topic``, ``partition``, ``offset``; all None for an
+        origin restored from an older changelog format) and carries its bytes and headers; a dead
+        letter's ack is attributed to ``tp``, whose record caused it."""
         stage = classify(exc)
         policy = self._error_policy[stage]
-        where = f"{tp.topic}[{tp.partition}]@{rec.offset}"
+        topic, partition = (rec.topic, rec.partition) if released else (tp.topic, tp.partition)
+        where = f"{topic}[{partition}]@{rec.offset}" if topic is not None else "(position unknown: buffered " \
+            "before this version kept positions)"
+        if released:
+            where += f", released from a join buffer while {tp.topic}[{tp.partition}] was processed"
         if policy is ErrorPolicy.FAIL:
             setting = f"{stage.value}_error_policy"
             raise RecordError(
@@ -427,13 +432,15 @@ class StreamApp(Service):
             self.drops.add(getattr(exc, "operator", None) or tp.topic, f"{stage.value}_error")
             log.warning("skipped record %s (%s error, %s: %s)", where, stage.value, type(exc).__name__, exc)
             return
-        topic = self.config.dead_letter_topic
-        headers = dead_letter_headers(rec.headers, exc, stage, tp.topic, tp.partition, rec.offset)
+        dlq = self.config.dead_letter_topic
+        headers = dead_letter_headers(rec.headers, exc, stage, topic if topic is not None else "",
+                                      partition if partition is not None else -1,
+                                      rec.offset if rec.offset is not None else -1)
         key = rec.key if rec.key is None or type(rec.key) is bytes else to_bytes(rec.key, "dead letter key")
         value = rec.value if rec.value is None or type(rec.value) is bytes else to_bytes(rec.value, "dead letter")
-        buf.add(topic, key, value, rec.timestamp, headers, source=tp)
+        buf.add(dlq, key, value, rec.timestamp if rec.timestamp >= 0 else None, headers, source=tp)
         self.metrics.dead_lettered.labels(stage.value).inc()
-        log.warning("dead-lettered record %s to %s (%s error, %s: %s)", where, topic, stage.value,
+        log.warning("dead-lettered record %s to %s (%s error, %s: %s)", where, dlq, stage.value,
                     type(exc).__name__, exc)
 
     async def _punctuate(self) -> None:

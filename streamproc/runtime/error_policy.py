@@ -27,12 +27,16 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
-from ..errors import SerializationError
+from ..errors import SerializationError, StreamprocError
 
-__all__ = ["ERROR_HEADER_PREFIX", "ErrorPolicy", "Stage", "classify", "dead_letter_headers"]
+__all__ = ["ERROR_HEADER_PREFIX", "ErrorPolicy", "RecordError", "Stage", "classify", "dead_letter_headers"]
 
 ERROR_HEADER_PREFIX = "streamproc.error."
 _MAX_MESSAGE = 4096
+
+
+class RecordError(StreamprocError):
+    """A record failed under the ``fail`` error policy; names its position and the cause."""
 
 
 class ErrorPolicy(str, Enum):

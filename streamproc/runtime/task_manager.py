@@ -35,6 +35,7 @@ from aiokafka import TopicPartition
 from ..config import Config
 from .acks import InputProgress
 from .drops import DropReporter
+from .error_policy import RecordError
 from .metrics import Metrics
 from .partition_group import PartitionGroup
 from .producer import SendBuffer
@@ -46,8 +47,9 @@ __all__ = ["RecordErrorHandler", "Round", "TaskManager"]
 
 log = logging.getLogger("streamproc.tasks")
 
-#: ``(error, input partition, record, send buffer)``: route a record that failed (error policies).
-RecordErrorHandler = Callable[[Exception, TopicPartition, Any, SendBuffer], None]
+#: ``(error, input partition, record, send buffer, released)``: route a record that failed (error
+#: policies); ``released``: the record is a join buffer's origin released while ``tp`` was processed.
+RecordErrorHandler = Callable[[Exception, TopicPartition, Any, SendBuffer, bool], None]
 
 #: Event time released per pass when tasks are aligned (:meth:`TaskManager.process_ready`), ms.
 ALIGN_SLICE_MS = 1_000
@@ -373,19 +375,23 @@ class TaskManager:
     def _run_records(mt: ManagedTask, tp: TopicPartition, records: Sequence[Any], buf: SendBuffer,
                      on_error: RecordErrorHandler) -> None:
         """Run ``records`` through the task; a failing record goes to ``on_error``, then the rest
-        of the run goes on."""
+        of the run goes on. A record a join releases from its buffer and that fails then goes to
+        ``on_error`` as itself (``released``), and the record being processed goes on."""
         task = mt.task
+        task.released_error_handler = lambda exc, origin: on_error(exc, tp, origin, buf, True)
         start = 0
         n = len(records)
         while start < n:
             try:
                 task.process(tp.topic, tp.partition, records[start:] if start else records)
                 return
+            except RecordError:
+                raise  # the fail policy, raised for a released record: names that record already
             except Exception as exc:  # routed by the error policy
                 if task.last_count == 0:
                     raise  # failed before any record: not a record error
                 failed = start + task.last_count - 1
-                on_error(exc, tp, records[failed], buf)
+                on_error(exc, tp, records[failed], buf, False)
                 start = failed + 1
 
     async def _lagging(self, mt: ManagedTask) -> list[TopicPartition]:

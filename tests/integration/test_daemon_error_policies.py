@@ -107,3 +107,61 @@ def _tp(topic: str) -> Any:
     from aiokafka import TopicPartition
 
     return TopicPartition(topic, 0)
+
+
+def released_topology(payments: str, rates: str, sink: str) -> Any:
+    """Payments left-joined as of a versioned rates table with a 10 ms grace; the joiner fails on
+    ``{"bad": true}`` - which it meets only when the join releases that payment from its buffer."""
+    def joiner(payment: dict[str, Any], rate: Any) -> dict[str, Any]:
+        if payment.get("bad"):
+            raise ValueError("cannot convert a bad payment")
+        return {**payment, "rate": rate}
+
+    b = StreamsBuilder()
+    table = b.table(rates, key_serde=serde.STRING, value_serde=serde.JSON, name="rates", versioned=1_000)
+    (b.stream(payments, key_serde=serde.STRING, value_serde=serde.JSON)
+      .left_join(table, joiner, grace=10, name="convert")
+      .to(sink, key_serde=serde.STRING, value_serde=serde.JSON))
+    return b.build()
+
+
+@pytest.mark.parametrize("policy", ["dead-letter", "skip", "fail"])
+async def test_a_record_failing_on_release_from_a_grace_buffer_is_the_one_blamed(
+        kafka_bootstrap: str, topic_factory: Any, policy: str) -> None:
+    payments, rates = await topic_factory(1, prefix="pay"), await topic_factory(1, prefix="rates")
+    sink = unique_name("out")
+    await produce(kafka_bootstrap, rates, [Out(b"k", b"1.5", BASE + 5)])
+    bad_value = b'{"bad": true, "n": 2}'
+    meta = await produce(kafka_bootstrap, payments, [
+        Out(b"k", b'{"n": 1}', BASE + 10),
+        Out(b"k", bad_value, BASE + 11, headers=[("trace", b"t-2")]),
+        Out(b"k", b'{"n": 3}', BASE + 100),  # releases both buffered payments (stream time - grace > 11)
+    ])
+    app_id = unique_name("released")
+    topology = released_topology(payments, rates, sink)
+    if policy == "fail":
+        with pytest.raises(RecordError) as info:
+            async with running_app(topology, kafka_bootstrap, app_id, wait_tasks=1, processing_error_policy=policy):
+                await wait_until(lambda: False, 60, "the fatal error")
+        assert f"{payments}[0]@{meta[1].offset}" in str(info.value)
+        assert "released from a join buffer" in str(info.value)
+        return
+    async with running_app(topology, kafka_bootstrap, app_id, wait_tasks=1, processing_error_policy=policy) as app:
+        got = await read_topic(kafka_bootstrap, sink, 1, timeout=60)
+        await wait_until(lambda: app.committer.committed.get(_tp(payments), 0) == 3, 30, "commit of all 3")
+        if policy == "skip":
+            await wait_until(lambda: app.metrics.value("streamproc_dropped_records_total",
+                                                       reason="processing_error") == 1, 30, "the drop")
+            assert app.metrics.value("streamproc_dropped_records_total", operator="convert",
+                                     reason="processing_error") == 1
+    assert [json.loads(r.value) for r in got] == [{"n": 1, "rate": 1.5}]
+    if policy == "dead-letter":
+        dead = await read_topic(kafka_bootstrap, f"{app_id}-dlq", 1, timeout=60)
+        assert len(dead) == 1
+        r = dead[0]
+        assert (r.key, r.value, r.timestamp) == (b"k", bad_value, BASE + 11)
+        h = dict(r.headers)
+        assert h["trace"] == b"t-2"
+        assert (h["streamproc.error.topic"], h["streamproc.error.partition"], h["streamproc.error.offset"]) == \
+            (payments.encode(), b"0", str(meta[1].offset).encode())
+        assert b"cannot convert a bad payment" in h["streamproc.error.message"]
