@@ -64,16 +64,13 @@ class CommitMode(Protocol):
 
     async def prepare(self) -> bool:
         """Before step 1: False when nothing may be committed now (e.g. a failed transaction)."""
-        ...
 
     async def wait(self, reason: str, futures: Sequence[asyncio.Future[Any]], final: bool, timeout: float,
                    quiet: bool) -> bool:
         """Step 2; False when the commit must not go on."""
-        ...
 
     async def commit(self, reason: str, offsets: Mapping[TopicPartition, int]) -> bool:
         """Step 3's commit of ``offsets``; False when it did not happen."""
-        ...
 
 
 class AtLeastOnceCommit:
