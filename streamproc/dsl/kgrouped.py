@@ -1,4 +1,8 @@
-"""Grouped streams and session-window aggregations (docs/semantics.md, "Session windows").
+"""Grouped streams, their non-windowed aggregations (docs/semantics.md, "Tables and their
+aggregations") and session-window aggregations (docs/semantics.md, "Session windows").
+
+``stream.group_by_key()`` (or ``group_by(selector)``) then ``count()``, ``reduce(r)`` or
+``aggregate(initializer, aggregator)`` returns a :class:`KTable` of the latest aggregate per key.
 
 ``stream.group_by_key().windowed_by(SessionWindows...)`` then ``count()``, ``reduce(r)`` or
 ``aggregate(initializer, aggregator, merger)``; each returns a windowed :class:`KTable` whose
@@ -11,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
+from ..processors.kv_aggregate import KeyValueAggregateProcessor
 from ..processors.session_aggregate import SessionAggregateProcessor, count_functions, reduce_functions
+from ..processors.window_aggregate import timestamped_serde
 from ..serde import INT, STRING, Serde
 from ..time import duration_ms
+from .aggregate_builder import aggregation_input
 from .graph import StoreSpec
-from .options import Grouped, Materialized, check_serde
+from .options import Grouped, Materialized
 from .options import check_callable as _callable
 from .time_windowed import TimeWindowedKStream
 from .time_windows import TimeWindows
@@ -52,6 +59,48 @@ class KGroupedStream:
             raise ValueError(f"windowed_by() takes SessionWindows or TimeWindows, got {type(windows).__name__} "  # noqa: TRY004 - bad input is a ValueError
                              f"{windows!r}")
         return SessionWindowedKStream(self._stream, self._grouped, windows, EmitStrategy.ON_WINDOW_UPDATE)
+
+    # -- non-windowed aggregations ------------------------------------------------------------------
+    def count(self, name: str | None = None, materialized: Materialized | None = None) -> KTable:
+        """Number of records per key (records with a None key or value are not counted)."""
+        init, agg, _ = count_functions()
+        return self._build("count", init, agg, name, materialized, None, None, INT)
+
+    def reduce(self, reducer: Callable[[Any, Any], Any], name: str | None = None,
+               materialized: Materialized | None = None, key_serde: Any = None, value_serde: Any = None) -> KTable:
+        """``reducer(agg, value)`` per key, starting from the key's first value."""
+        init, agg, _ = reduce_functions(_callable(reducer, "reducer", "reduce"))
+        return self._build("reduce", init, agg, name, materialized, key_serde, value_serde, self._stream.value_serde)
+
+    def aggregate(self, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
+                  name: str | None = None, materialized: Materialized | None = None, key_serde: Any = None,
+                  value_serde: Any = None) -> KTable:
+        """``initializer() -> agg`` for a new key, then ``aggregator(key, value, agg) -> agg`` per record."""
+        return self._build("aggregate", _callable(initializer, "initializer", "aggregate"),
+                           _callable(aggregator, "aggregator", "aggregate"), name, materialized, key_serde,
+                           value_serde, None)
+
+    def _build(self, op: str, initializer: Callable[[], Any], aggregator: Callable[[Any, Any, Any], Any],
+               name: str | None, materialized: Materialized | None, key_serde: Any, value_serde: Any,
+               known_value_serde: Serde | None) -> KTable:
+        from .ktable import KTable
+
+        name, _, materialized = Materialized.from_positional(name, None, materialized, f"{op}()")
+        mat = materialized or Materialized()
+        if mat.retention is not None:
+            raise ValueError(f"{op}() without windows keeps every key: a retention ({mat.retention!r}) has no "
+                             f"meaning here; drop it from the Materialized")
+        b = self._stream._builder
+        node_name = b._new_name(name if name is not None else mat.name, "KSTREAM-AGGREGATE", f"{op}()")
+        stream, ks, vs = aggregation_input(self._stream, self._grouped, node_name, op, "key-value", key_serde,
+                                           value_serde, mat, known_value_serde)
+        b._add_store(StoreSpec(name=node_name, kind="key_value", owner=node_name, key_serde=ks,
+                               value_serde=timestamped_serde(vs), logging=mat.logging))
+        node = b._add_node(node_name, "processor", f"stream-{op}",
+                           lambda: KeyValueAggregateProcessor(node_name, node_name, initializer, aggregator),
+                           parents=[stream._node], stores=(node_name,))
+        return KTable(b, node, store_name=node_name, key_serde=ks, value_serde=vs, history_retention_ms=None,
+                      windowed=False, timestamped=True)
 
 
 class SessionWindowedKStream:
@@ -122,15 +171,8 @@ class SessionWindowedKStream:
                     f"retention of {owner} must be at least gap + grace = {gap} + {grace} = {minimum} ms, "
                     f"got {retention_ms} ms"
                 )
-        if stream._key_changed:
-            g = self._grouped
-            stream = stream._repartitioned(g.name if g.name is not None else node_name, g.key_serde, g.value_serde)
-        ks = b._serde(f"key of session store {node_name!r}",
-                      check_serde(key_serde, "key_serde", f"{op}()"), check_serde(mat.key_serde, "key_serde", op),
-                      self._grouped.key_serde, stream.key_serde)
-        vs = b._serde(f"value of session store {node_name!r}",
-                      check_serde(value_serde, "value_serde", f"{op}()"),
-                      check_serde(mat.value_serde, "value_serde", op), known_value_serde)
+        stream, ks, vs = aggregation_input(stream, self._grouped, node_name, op, "session", key_serde, value_serde,
+                                           mat, known_value_serde)
         b._add_store(StoreSpec(name=node_name, kind="session", owner=node_name, key_serde=ks, value_serde=vs,
                                retention_ms=retention_ms, logging=mat.logging))
         stores: tuple[str, ...] = (node_name,)

@@ -277,6 +277,9 @@ class KStream:
         if table.windowed:
             raise ValueError(f"{op}() with a windowed KTable ({table.name!r}) is not supported; join a table "
                              f"from StreamsBuilder.table()")
+        if table.timestamped:
+            raise ValueError(f"{op}() with the table of a stream aggregation ({table.name!r}) is not supported yet; "
+                             f"write it to a topic with to_stream().to(topic) and join StreamsBuilder.table(topic)")
         joined = joined or Joined()
         grace = grace if grace is not None else joined.grace
         grace_ms: int | None = None

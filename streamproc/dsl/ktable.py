@@ -16,17 +16,18 @@ __all__ = ["KTable"]
 
 
 class KTable:
-    """A table: from :meth:`StreamsBuilder.table`, or the result of a session-window aggregation
-    (``windowed=True``: keys are :class:`~streamproc.records.Windowed`).
+    """A table: from :meth:`StreamsBuilder.table`, the result of a grouped stream's ``count``/
+    ``reduce``/``aggregate`` (``timestamped=True``: its store holds ``ValueAndTimestamp``), or of a
+    windowed aggregation (``windowed=True``: keys are :class:`~streamproc.records.Windowed`).
 
     ``store_name`` is its store (also the changelog name); ``history_retention_ms`` is set for
     versioned tables.
     """
 
-    __slots__ = ("_builder", "_node", "history_retention_ms", "key_serde", "store_name", "value_serde", "windowed")
+    __slots__ = ("_builder", "_node", "history_retention_ms", "key_serde", "store_name", "timestamped", "value_serde", "windowed")
 
     def __init__(self, builder: StreamsBuilder, node: Node, store_name: str, key_serde: Serde | None,
-                 value_serde: Serde | None, history_retention_ms: int | None, windowed: bool) -> None:
+                 value_serde: Serde | None, history_retention_ms: int | None, windowed: bool, timestamped: bool = False) -> None:
         self._builder = builder
         self._node = node
         self.store_name = store_name
@@ -34,6 +35,8 @@ class KTable:
         self.value_serde = value_serde
         self.history_retention_ms = history_retention_ms
         self.windowed = windowed
+        #: the store holds ``ValueAndTimestamp`` (a stream aggregation's table)
+        self.timestamped = timestamped
 
     @property
     def name(self) -> str:

@@ -16,8 +16,9 @@ from ..processors.session_aggregate import count_functions, reduce_functions
 from ..processors.window_aggregate import TimeWindowAggregateProcessor, timestamped_serde
 from ..serde import INT, STRING, Serde
 from ..time import duration_ms
+from .aggregate_builder import aggregation_input
 from .graph import StoreSpec
-from .options import Grouped, Materialized, check_serde
+from .options import Grouped, Materialized
 from .options import check_callable as _callable
 from .time_windows import TimeWindows
 from .window_store_spec import WindowStoreSpec
@@ -96,15 +97,8 @@ class TimeWindowedKStream:
                 raise ValueError(
                     f"retention of {owner} must be at least size + grace = {size} + {grace} = {minimum} ms, "
                     f"got {retention_ms} ms")
-        if stream._key_changed:
-            g = self._grouped
-            stream = stream._repartitioned(g.name if g.name is not None else node_name, g.key_serde, g.value_serde)
-        ks = b._serde(f"key of window store {node_name!r}",
-                      check_serde(key_serde, "key_serde", f"{op}()"), check_serde(mat.key_serde, "key_serde", op),
-                      self._grouped.key_serde, stream.key_serde)
-        vs = b._serde(f"value of window store {node_name!r}",
-                      check_serde(value_serde, "value_serde", f"{op}()"),
-                      check_serde(mat.value_serde, "value_serde", op), known_value_serde)
+        stream, ks, vs = aggregation_input(stream, self._grouped, node_name, op, "window", key_serde, value_serde,
+                                           mat, known_value_serde)
         b._add_store(WindowStoreSpec(name=node_name, kind="window", owner=node_name, key_serde=ks,
                                      value_serde=timestamped_serde(vs), retention_ms=retention_ms,
                                      logging=mat.logging, window_size_ms=size))
