@@ -207,6 +207,11 @@ def _configure_reprocess(p: argparse.ArgumentParser) -> None:
 
 
 def _reprocess(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        raise UsageError("PySpark is not installed: pip install 'streamproc[spark]' (only reprocess needs it; "
+                         "the daemon and the TopologyTestDriver do not)")
     from .spark.cli import run_reprocess
 
     return run_reprocess(args)
