@@ -42,3 +42,18 @@ def test_cli_knows_run_describe_and_reprocess() -> None:
         args = parser.parse_args([command, "topologies.sessions"] +
                                  (["--input", "clicks=kafka:clicks", "--output", "/tmp/x"] if command == "reprocess" else []))
         assert args.command == command
+
+
+def test_streamproc_testing_is_the_drivers_public_home() -> None:
+    from streamproc.testing import TestInputTopic, TestOutputTopic, TopologyTestDriver
+    from topologies import sessions
+
+    assert TopologyTestDriver is streamproc.TopologyTestDriver
+    with TopologyTestDriver(sessions.build(gap=10, grace=0)) as d:
+        topic = d.input_topic("clicks")
+        assert isinstance(topic, TestInputTopic)
+        for ts in (0, 5, 100):
+            topic.pipe("u", {"page": "/"}, ts)
+        out = d.output_topic("session-stats")
+        assert isinstance(out, TestOutputTopic)
+        assert [r.value["clicks"] for r in out.read_records()] == [2]
