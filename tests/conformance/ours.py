@@ -31,6 +31,24 @@ def _aggregated(windowed: Any, s: dict[str, Any]) -> Any:
     return windowed.aggregate(lambda: "", lambda k, v, agg: agg + v, name="agg", emit=emit)
 
 
+def _group(k: Any, v: Any) -> Any:
+    if v is None:
+        return k
+    return "xy" if v in ("x", "y") else "zw"
+
+
+def _stream_aggregated(stream: Any, s: dict[str, Any]) -> Any:
+    if s["shape"] == "wordcount":
+        return (stream.flat_map_values(lambda v: [] if v is None else v.lower().split(" "))
+                .group_by(lambda k, word: word).count(name="agg"))
+    grouped = stream.group_by_key() if s["shape"] == "group_by_key" else stream.group_by(_group)
+    if s["agg"] == "count":
+        return grouped.count(name="agg")
+    if s["agg"] == "reduce":
+        return grouped.reduce(lambda agg, v: agg + v, name="agg")
+    return grouped.aggregate(lambda: "", lambda k, v, agg: agg + v, name="agg")
+
+
 def topology(s: dict[str, Any]) -> Topology:
     """streamproc's topology for scenario ``s`` (the same operator the Java runner builds)."""
     b = StreamsBuilder()
@@ -49,9 +67,11 @@ def topology(s: dict[str, Any]) -> Topology:
     elif op == "stream_stream":
         windows = JoinWindows.of_time_difference_and_grace(0, s["grace"]).before(s["before"]).after(s["after"])
         getattr(b.stream("left"), s["kind"])(b.stream("right"), _joiner, windows, name="j").to("out")
+    elif op == "stream_agg":
+        _stream_aggregated(b.stream("in"), s).to_stream().to("out")
     else:
         raise ValueError(f"unknown conformance operator {op!r}; expected one of session, time_window, "
-                         f"stream_table, stream_stream")
+                         f"stream_table, stream_stream, stream_agg")
     return b.build()
 
 

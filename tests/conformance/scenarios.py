@@ -1,7 +1,7 @@
 """Random conformance scenarios, one generator per operator both engines have.
 
 A scenario is a JSON-able dict: ``id``, ``op`` (``session``, ``time_window``, ``stream_table``,
-``stream_stream``), the operator's parameters, and ``inputs``: ``[topic, key, value, timestamp]``
+``stream_stream``, ``stream_agg``), the operator's parameters, and ``inputs``: ``[topic, key, value, timestamp]``
 records in the order they are piped (keys and values are strings or None). Timestamps follow a
 drifting clock with jitter, so records arrive out of order, some of them late. Values are unique
 per scenario where outputs must name the records they came from (joins).
@@ -73,8 +73,27 @@ def stream_stream(rng: random.Random, sid: int) -> Scenario:
             "before": before, "after": after, "grace": grace, "inputs": inputs}
 
 
+def stream_agg(rng: random.Random, sid: int) -> Scenario:
+    """A non-windowed aggregation: ``group_by_key``, ``group_by`` (new key ``xy``/``zw`` by value,
+    the old key for a None value) or a word count (sentences split into lowercase words)."""
+    shape = rng.choice(("group_by_key", "group_by", "wordcount"))
+    times = _clock(rng, rng.randint(1, 30), 25)
+    inputs = []
+    for t in times:
+        if shape == "wordcount":
+            value = None if rng.random() < 0.08 else " ".join(
+                rng.choice("xyzwXY") for _ in range(rng.randint(1, 4)))
+        else:
+            value = None if rng.random() < 0.1 else rng.choice("xyzw")
+        inputs.append(["in", _key(rng, "abc", 0.1), value, t])
+    return {"id": sid, "op": "stream_agg", "shape": shape,
+            "agg": "count" if shape == "wordcount" else rng.choice(("count", "reduce", "aggregate")),
+            "inputs": inputs}
+
+
 GENERATORS: dict[str, Callable[[random.Random, int], Scenario]] = {
-    "session": session, "time_window": time_window, "stream_table": stream_table, "stream_stream": stream_stream}
+    "session": session, "time_window": time_window, "stream_table": stream_table, "stream_stream": stream_stream,
+    "stream_agg": stream_agg}
 OPERATORS = tuple(GENERATORS)
 
 

@@ -10,7 +10,10 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.common.serialization.Serdes;
@@ -23,6 +26,7 @@ import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyTestDriver;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
+import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KGroupedStream;
@@ -46,7 +50,7 @@ import org.apache.kafka.streams.test.TestRecord;
  * <p>Reads one JSON scenario per line on stdin and writes one JSON result per line on stdout:
  * {@code {"id", "steps": [[[key, value, timestamp], ...] per input record], "error"}}. A scenario
  * names an operator ({@code session}, {@code time_window}, {@code stream_table},
- * {@code stream_stream}), its parameters and its input records {@code [topic, key, value, ts]}.
+ * {@code stream_stream}, {@code stream_agg}), its parameters and its input records {@code [topic, key, value, ts]}.
  * Keys and values are strings; a windowed output key is written as {@code "key@start@end"}; the
  * joiner writes {@code left + "+" + right} with {@code "null"} for a missing side. Record caches
  * are off and the wall-clock throttles of emit-on-close and of outer-join results are 0, so every
@@ -105,6 +109,9 @@ public final class Runner {
             case "stream_stream":
                 streamStream(b, strings, s);
                 break;
+            case "stream_agg":
+                streamAggregate(b.stream("in", strings), s);
+                break;
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -148,6 +155,30 @@ public final class Runner {
             table = windowed.aggregate(() -> "", (k, v, a) -> a + v, Materialized.with(Serdes.String(), Serdes.String()));
         }
         windowedSink(table);
+    }
+
+    private static void streamAggregate(final KStream<String, String> stream, final JsonNode s) {
+        final String shape = s.get("shape").asText();
+        final Grouped<String, String> grouped = Grouped.with(Serdes.String(), Serdes.String());
+        final KGroupedStream<String, String> g;
+        if ("wordcount".equals(shape)) {
+            g = stream.flatMapValues(v -> v == null ? List.<String>of() : Arrays.asList(v.toLowerCase(Locale.ROOT).split(" ")))
+                .groupBy((k, word) -> word, grouped);
+        } else if ("group_by".equals(shape)) {
+            g = stream.groupBy((k, v) -> v == null ? k : ("x".equals(v) || "y".equals(v) ? "xy" : "zw"), grouped);
+        } else {
+            g = stream.groupByKey(grouped);
+        }
+        final String agg = s.get("agg").asText();
+        final KStream<String, String> out;
+        if ("count".equals(agg)) {
+            out = g.count().toStream().mapValues(v -> v == null ? null : String.valueOf(v));
+        } else if ("reduce".equals(agg)) {
+            out = g.reduce((a, v) -> a + v).toStream();
+        } else {
+            out = g.aggregate(() -> "", (k, v, a) -> a + v, Materialized.with(Serdes.String(), Serdes.String())).toStream();
+        }
+        out.to("out", Produced.with(Serdes.String(), Serdes.String()));
     }
 
     private static void windowedSink(final KTable<Windowed<String>, String> table) {
