@@ -194,3 +194,18 @@ def test_wordcount_counts_lowercase_words() -> None:
     assert final["the"] == (2, 10) and final["a"] == (2, 5) and final["hat"] == (2, 10)
     assert "don't" in final
 
+
+
+def test_the_examples_of_the_docs() -> None:
+    # docs/semantics.md, "Tables and their aggregations"
+    out, d = _run(_topology("count", regroup=False), [("a", "x", 5), (None, "x", 6), ("a", None, 7), ("a", "y", 3),
+                                                     ("b", "z", 4)])
+    with d:
+        assert out == [("a", 1, 5), ("a", 2, 5), ("b", 1, 4)]
+        m = d.metrics_by_operator()["agg"]
+        assert (m["dropped_records_null_key"], m["dropped_records_null_value"]) == (1, 1)
+    # docs/dsl.md, "Stream aggregations"
+    with TopologyTestDriver(wordcount.build()) as d:
+        d.input_topic(wordcount.INPUT).pipe(None, "the cat and the hat", 1)
+        assert [(r.key, r.value) for r in d.output_topic(wordcount.OUTPUT).read_records()] == \
+            [("the", 1), ("cat", 1), ("and", 1), ("the", 2), ("hat", 1)]
