@@ -5,7 +5,8 @@ A processor receives ``process(key, value, timestamp)`` and forwards to its chil
 (several), or a no-op (none). Processing is synchronous; nothing here awaits.
 
 Processors read the record being processed (headers, position) from ``task.current`` and stores
-from ``task.stores``; both are set up by :class:`streamproc.runtime.task.Task` before ``init``.
+from ``task.stores``: ``task`` is the :class:`~streamproc.processors.context.ProcessorContext` the
+engine's task implements, set up before ``init``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ProcessingError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..runtime.task import Task
+    from .context import ProcessorContext
 
 __all__ = ["Forward", "Processor", "fan_out", "kv_writer", "user_error"]
 
@@ -89,12 +90,12 @@ class Processor:
         self.name = name
         self.children: list[Processor] = []
         self.forward: Forward = _drop
-        self.task: Task | None = None
+        self.task: ProcessorContext | None = None
         self._logged: set[str] = set()
         #: the last record dropped as late: ``(topic, partition, offset, timestamp, stream time)``
         self.late_example: tuple[Any, Any, Any, int, int] | None = None
 
-    def init(self, task: Task) -> None:
+    def init(self, task: ProcessorContext) -> None:
         """Called once per task after its stores are restored and before the first record."""
         self.task = task
         self.forward = fan_out(self.children)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import SerializationError
-from ..runtime.task_records import OutputRecord
 from ..serde import Serde
 from .base import Processor
+from .context import OutputRecord
 
 __all__ = ["SinkProcessor", "SourceProcessor", "internal_topic_name"]
 

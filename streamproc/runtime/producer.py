@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IllegalOperation, KafkaError
 from aiokafka.partitioner import murmur2
 
-from .. import serde as _serde
+from ..serde import JSON as _JSON_SERDE
 from .service import Service
 from .transactions import Transactions
 
@@ -40,7 +40,7 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "max_request_size": 1024 * 1024,
 }
 
-_JSON = _serde.JSON
+_JSON = _JSON_SERDE
 #: How long a producer being replaced gets to stop before its stop goes on in the background (s).
 RETIRE_WAIT_S = 2.0
 

@@ -1,13 +1,13 @@
-"""Small record types of the task layer: :class:`TaskId` and :class:`OutputRecord`."""
+"""Small record types of the task layer: :class:`TaskId`, and :class:`OutputRecord` (defined with the
+processors, which produce it)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
+
+from ..processors.context import NO_HEADERS, OutputRecord
 
 __all__ = ["NO_HEADERS", "OutputRecord", "TaskId"]
-
-NO_HEADERS: Sequence[tuple[str, bytes]] = ()
 
 
 class TaskId(NamedTuple):
@@ -18,16 +18,3 @@ class TaskId(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.subtopology}_{self.partition}"
-
-
-class OutputRecord(NamedTuple):
-    """A record a task's sink produced.
-
-    ``key``/``value`` are bytes when the sink has a serde, else the Python objects the topology made.
-    """
-
-    topic: str
-    key: Any
-    value: Any
-    timestamp: int
-    headers: Sequence[tuple[str, bytes]] = NO_HEADERS
