@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from .timer import Timer
+
+class TaskCounter(Protocol):
+    """What a bucket needs of its timer: the count of pending tasks (one less per cancelled task)."""
+
+    pending: int
 
 __all__ = ["TimerTask", "TimerTaskList"]
 
@@ -98,7 +101,7 @@ class TimerTask(_Link):
         prev._next = nxt  # type: ignore[union-attr]
         nxt._prev = prev  # type: ignore[union-attr]
         self._prev = self._next = self._bucket = None
-        bucket.timer._size -= 1
+        bucket.timer.pending -= 1
         return True
 
     def __repr__(self) -> str:
@@ -115,7 +118,7 @@ class TimerTaskList(_Link):
 
     __slots__ = ("expiration", "key", "level", "timer")
 
-    def __init__(self, timer: Timer, key: int, level: int) -> None:
+    def __init__(self, timer: TaskCounter, key: int, level: int) -> None:
         self.timer = timer
         self.expiration = -1
         self.key = key

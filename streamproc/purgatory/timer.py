@@ -78,10 +78,10 @@ class Timer:
         "_now",
         "_offset",
         "_queue",
-        "_size",
         "_spans",
         "arm_count",
         "expired_count",
+        "pending",
         "tick_ms",
         "wheel_size",
     )
@@ -99,7 +99,8 @@ class Timer:
         self.tick_ms = tick_ms
         self.wheel_size = wheel_size
         self._now = start_ms
-        self._size = 0
+        #: tasks added and neither run nor cancelled (``len(timer)``; a cancel decrements it)
+        self.pending = 0
         self._next_key = 0
         self._levels: list[list[TimerTaskList]] = []
         self._cur: list[int] = []  # per level: its current time in ticks, a multiple of its span
@@ -122,7 +123,7 @@ class Timer:
 
     # ------------------------------------------------------------------ introspection
     def __len__(self) -> int:
-        return self._size
+        return self.pending
 
     def __bool__(self) -> bool:  # a timer is truthy even when empty (len() is the pending count)
         return True
@@ -200,7 +201,7 @@ class Timer:
                 tail._next = task  # type: ignore[union-attr]
                 bucket._prev = task
                 task._bucket = bucket
-                self._size += 1
+                self.pending += 1
                 exp = vid * span
                 if bucket.expiration != exp:
                     bucket.expiration = exp
@@ -246,7 +247,7 @@ class Timer:
             tail._next = task  # type: ignore[union-attr]
             bucket._prev = task
             task._bucket = bucket
-            self._size += 1
+            self.pending += 1
             if bucket.expiration != v:
                 bucket.expiration = v
                 heappush(self._queue, (v, bucket.key, bucket))
@@ -292,7 +293,7 @@ class Timer:
                     bucket._next = nxt
                     nxt._prev = bucket  # type: ignore[union-attr]
                     node._prev = node._next = node._bucket = None  # type: ignore[union-attr]
-                    self._size -= 1
+                    self.pending -= 1
                     v = node._vexp  # type: ignore[union-attr]
                     if v <= c0:
                         count += 1
@@ -376,7 +377,7 @@ class Timer:
                 bucket._next = bucket._prev = bucket
                 bucket.expiration = -1
         self._queue.clear()
-        self._size -= dropped
+        self.pending -= dropped
         return dropped
 
     async def __aenter__(self) -> Self:
@@ -441,4 +442,4 @@ class Timer:
 
     def __repr__(self) -> str:
         return (f"Timer(tick_ms={self.tick_ms}, wheel_size={self.wheel_size}, now_ms={self._now}, "
-                f"pending={self._size}, levels={len(self._levels)}, started={self._loop is not None})")
+                f"pending={self.pending}, levels={len(self._levels)}, started={self._loop is not None})")
