@@ -4,6 +4,7 @@ from ..processors.window_aggregate import ValueAndTimestamp
 from ..records import Windowed
 from .builder import StreamsBuilder
 from .kgrouped import KGroupedStream, SessionWindowedKStream
+from .kgrouped_table import KGroupedTable
 from .kstream import BranchedKStream, KStream
 from .ktable import KTable
 from .options import Consumed, Grouped, Joined, Materialized, Named, Produced
@@ -20,6 +21,7 @@ __all__ = [
     "JoinWindows",
     "Joined",
     "KGroupedStream",
+    "KGroupedTable",
     "KStream",
     "KTable",
     "Materialized",

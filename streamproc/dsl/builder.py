@@ -155,7 +155,7 @@ class StreamsBuilder:
         look values up as of each record's timestamp. ``name`` names the store (default
         ``<topic>-STATE-STORE-<index>``) and its changelog.
         """
-        from .ktable import KTable
+        from .ktable import KTable, TableState
         from .options import Materialized
 
         mat = materialized or Materialized()
@@ -178,11 +178,13 @@ class StreamsBuilder:
                          history_retention_ms=history, logging=mat.logging)
         self._add_store(spec)
         is_versioned = history is not None
+        state = TableState()
         node = self._add_node(store_name, "processor", "versioned-table" if is_versioned else "table",
-                              lambda: TableSourceProcessor(store_name, store_name, is_versioned),
+                              lambda: TableSourceProcessor(store_name, store_name, is_versioned,
+                                                           state.timestamped_store, state.send_old_values),
                               parents=[source], stores=(store_name,))
         return KTable(self, node, store_name=store_name, key_serde=ks, value_serde=vs,
-                      history_retention_ms=history, windowed=False)
+                      history_retention_ms=history, windowed=False, state=state)
 
     # -- result ---------------------------------------------------------------------------------------
     def build(self, application_id: str | None = None) -> Topology:

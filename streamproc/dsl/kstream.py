@@ -277,9 +277,10 @@ class KStream:
         if table.windowed:
             raise ValueError(f"{op}() with a windowed KTable ({table.name!r}) is not supported; join a table "
                              f"from StreamsBuilder.table()")
-        if table.timestamped:
-            raise ValueError(f"{op}() with the table of a stream aggregation ({table.name!r}) is not supported yet; "
-                             f"write it to a topic with to_stream().to(topic) and join StreamsBuilder.table(topic)")
+        if not table.materialized:
+            raise ValueError(f"{op}() of a stream with table {table.name!r} needs a table with a store (a table "
+                             f"source or an aggregation); {table.name!r} is computed from its parent: write it "
+                             f"to a topic with to_stream().to(topic) and join StreamsBuilder.table(topic)")
         joined = joined or Joined()
         grace = grace if grace is not None else joined.grace
         grace_ms: int | None = None
@@ -331,7 +332,7 @@ class KStream:
         node = b._add_node(
             node_name, "processor", "left-join" if left else "join",
             lambda: StreamTableJoinProcessor(node_name, store_name, fn, left, versioned, grace_ms,
-                                             buffer_name, progress_name),
+                                             buffer_name, progress_name, timestamped=table.timestamped),
             parents=[stream._node], stores=stores)
         return KStream(b, node, stream.key_serde, None, False)
 

@@ -30,7 +30,7 @@ class KeyValueAggregateProcessor(Processor):
     """The non-windowed aggregate operator; its key-value store is named ``store_name``."""
 
     __slots__ = ("_delete", "_put", "aggregator", "dropped_null_key", "dropped_null_value", "initializer",
-                 "store", "store_name")
+                 "old_value", "store", "store_name")
 
     def __init__(self, name: str, store_name: str, initializer: Callable[[], Any],
                  aggregator: Callable[[Any, Any, Any], Any]) -> None:
@@ -43,6 +43,8 @@ class KeyValueAggregateProcessor(Processor):
         self._delete: Any = None
         self.dropped_null_key = 0
         self.dropped_null_value = 0
+        #: the key's aggregate before the update being forwarded (table operators downstream read it)
+        self.old_value: Any = None
 
     def init(self, task: Any) -> None:
         super().init(task)
@@ -61,8 +63,10 @@ class KeyValueAggregateProcessor(Processor):
         old = self.store.get(key)
         try:
             if old is None:
+                self.old_value = None
                 agg = self.aggregator(key, value, self.initializer())
             else:
+                self.old_value = old.value
                 agg = self.aggregator(key, value, old.value)
                 ts = max(ts, old.timestamp)
         except Exception as exc:

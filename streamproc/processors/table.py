@@ -10,6 +10,7 @@ from sortedcontainers import SortedList
 from ..errors import ProcessingError
 from .base import Processor, kv_writer, user_error
 from .origin import origin_of, released_error
+from .window_aggregate import ValueAndTimestamp
 
 __all__ = ["BUFFER_TIME", "VALID_TO_UNDEFINED", "StreamTableJoinProcessor", "TableSourceProcessor"]
 
@@ -26,17 +27,27 @@ class TableSourceProcessor(Processor):
     returned ``VALID_TO_UNDEFINED``) is forwarded: out-of-order and expired updates change history
     but not the table's current value. Key-value table: every update is stored and forwarded.
     ``value=None`` is a delete (a tombstone version). Records with a ``None`` key are dropped.
+
+    ``timestamped``: the key-value store holds ``ValueAndTimestamp`` (a table another table joins
+    with needs its rows' timestamps). ``send_old_values``: ``old_value`` holds the key's previous
+    value while an update is forwarded (table operators downstream need it, see
+    :mod:`~streamproc.processors.table_ops`).
     """
 
-    __slots__ = ("_put", "dropped_null_key", "store", "store_name", "versioned")
+    __slots__ = ("_put", "dropped_null_key", "old_value", "send_old_values", "store", "store_name", "timestamped",
+                 "versioned")
 
-    def __init__(self, name: str, store_name: str, versioned: bool) -> None:
+    def __init__(self, name: str, store_name: str, versioned: bool, timestamped: bool = False,
+                 send_old_values: bool = False) -> None:
         super().__init__(name)
         self.store_name = store_name
         self.versioned = versioned
+        self.timestamped = timestamped
+        self.send_old_values = send_old_values
         self.store: Any = None
         self._put: Any = None
         self.dropped_null_key = 0
+        self.old_value: Any = None
 
     def init(self, task: Any) -> None:
         super().init(task)
@@ -49,11 +60,15 @@ class TableSourceProcessor(Processor):
             self.dropped_null_key += 1
             self.log_once("null-key", "dropping table records with a None key")
             return
+        if self.send_old_values:
+            old = self.store.get(key)
+            self.old_value = old if old is None or not (self.versioned or self.timestamped) else old.value
         if self.versioned:
             if self.store.put(key, value, timestamp) == VALID_TO_UNDEFINED:
                 self.forward(key, value, timestamp)
         else:
-            self._put(key, value, timestamp)
+            self._put(key, value if value is None or not self.timestamped else ValueAndTimestamp(value, timestamp),
+                      timestamp)
             self.forward(key, value, timestamp)
 
     def metrics(self) -> dict[str, int]:
@@ -105,13 +120,16 @@ class StreamTableJoinProcessor(Processor):
         "progress_store_name",
         "table",
         "table_store_name",
+        "timestamped",
         "versioned",
     )
 
     def __init__(self, name: str, table_store_name: str, joiner: Callable[[Any, Any], Any], left: bool,
                  versioned: bool, grace: int | None = None, buffer_store_name: str | None = None,
-                 progress_store_name: str | None = None) -> None:
+                 progress_store_name: str | None = None, timestamped: bool = False) -> None:
         super().__init__(name)
+        #: the table's store holds ``ValueAndTimestamp`` (an aggregation's table, or a table joined with a table)
+        self.timestamped = timestamped
         if grace is not None and (buffer_store_name is None or progress_store_name is None):
             raise ValueError(f"join {name!r} with grace needs a buffer store and a progress store")
         self.table_store_name = table_store_name
@@ -153,7 +171,8 @@ class StreamTableJoinProcessor(Processor):
         return None if found is None else found.value
 
     def _lookup_latest(self, key: Any, ts: int) -> Any:
-        return self.table.get(key)
+        found = self.table.get(key)
+        return found.value if self.timestamped and found is not None else found
 
     def _join(self, key: Any, value: Any, ts: int) -> None:
         table_value = None if key is None else self._lookup(key, ts)

@@ -49,6 +49,31 @@ def _stream_aggregated(stream: Any, s: dict[str, Any]) -> Any:
     return grouped.aggregate(lambda: "", lambda k, v, agg: agg + v, name="agg")
 
 
+def _passes(v: str) -> bool:
+    return v.startswith(("x", "y"))
+
+
+def _table_ops(table: Any, shape: str) -> Any:
+    if shape == "filter":
+        return table.filter(lambda k, v: _passes(v))
+    if shape == "filter_not":
+        return table.filter_not(lambda k, v: _passes(v))
+    if shape == "map_values":
+        return table.map_values(str.upper)
+    if shape == "filter_map":
+        return table.filter(lambda k, v: _passes(v)).map_values(lambda v: v + "!")
+    return table.map_values(lambda v: v + "!").filter(lambda k, v: _passes(v))
+
+
+def _table_aggregated(table: Any, agg: str) -> Any:
+    grouped = table.group_by(lambda k, v: (None if v.startswith("w") else v[0], v[1:]))
+    if agg == "count":
+        return grouped.count(name="agg")
+    if agg == "reduce":
+        return grouped.reduce(lambda a, v: a + v, lambda a, v: a.replace(v, "", 1), name="agg")
+    return grouped.aggregate(lambda: "", lambda k, v, a: a + v, lambda k, v, a: a.replace(v, "", 1), name="agg")
+
+
 def topology(s: dict[str, Any]) -> Topology:
     """streamproc's topology for scenario ``s`` (the same operator the Java runner builds)."""
     b = StreamsBuilder()
@@ -69,9 +94,18 @@ def topology(s: dict[str, Any]) -> Topology:
         getattr(b.stream("left"), s["kind"])(b.stream("right"), _joiner, windows, name="j").to("out")
     elif op == "stream_agg":
         _stream_aggregated(b.stream("in"), s).to_stream().to("out")
+    elif op == "table_ops":
+        _table_ops(b.table("table"), s["shape"]).to_stream().to("out")
+    elif op == "table_join":
+        left = b.table("left")
+        if s["filtered"]:
+            left = left.filter(lambda k, v: _passes(v))
+        getattr(left, s["kind"])(b.table("right"), _joiner, name="j").to_stream().to("out")
+    elif op == "table_agg":
+        _table_aggregated(b.table("table"), s["agg"]).to_stream().to("out")
     else:
         raise ValueError(f"unknown conformance operator {op!r}; expected one of session, time_window, "
-                         f"stream_table, stream_stream, stream_agg")
+                         f"stream_table, stream_stream, stream_agg, table_ops, table_join, table_agg")
     return b.build()
 
 

@@ -1,7 +1,7 @@
 """Random conformance scenarios, one generator per operator both engines have.
 
 A scenario is a JSON-able dict: ``id``, ``op`` (``session``, ``time_window``, ``stream_table``,
-``stream_stream``, ``stream_agg``), the operator's parameters, and ``inputs``: ``[topic, key, value, timestamp]``
+``stream_stream``, ``stream_agg``, ``table_ops``, ``table_join``, ``table_agg``), the operator's parameters, and ``inputs``: ``[topic, key, value, timestamp]``
 records in the order they are piped (keys and values are strings or None). Timestamps follow a
 drifting clock with jitter, so records arrive out of order, some of them late. Values are unique
 per scenario where outputs must name the records they came from (joins).
@@ -91,9 +91,44 @@ def stream_agg(rng: random.Random, sid: int) -> Scenario:
             "inputs": inputs}
 
 
+def _table_value(rng: random.Random, i: int, null_share: float) -> str | None:
+    return None if rng.random() < null_share else f"{rng.choice('xyzw')}{i % 10}"
+
+
+def table_ops(rng: random.Random, sid: int) -> Scenario:
+    """``table("table")`` then filter / filter_not / map_values / filter then map / map then filter
+    (predicate: the value starts with x or y), updates and tombstones (also of absent keys)."""
+    times = _clock(rng, rng.randint(1, 30), 25)
+    return {"id": sid, "op": "table_ops",
+            "shape": rng.choice(("filter", "filter_not", "map_values", "filter_map", "map_filter")),
+            "inputs": [["table", _key(rng, "abc", 0.05), _table_value(rng, i, 0.2), t] for i, t in enumerate(times)]}
+
+
+def table_join(rng: random.Random, sid: int) -> Scenario:
+    """``table("left")`` (filtered half of the time) joined with ``table("right")``: inner, left, outer."""
+    inputs = []
+    for i, t in enumerate(_clock(rng, rng.randint(1, 30), 25)):
+        side = rng.choice(("left", "right"))
+        value = _table_value(rng, i, 0.25)
+        inputs.append([side, _key(rng, "abc", 0.04), None if value is None else side[0].upper() + value, t])
+    kind = rng.choice(("join", "left_join", "outer_join"))
+    filtered = rng.random() < 0.5
+    if filtered:  # the left filter's predicate looks at the value after the side letter
+        inputs = [[side, k, v[1:] if v is not None and side == "left" else v, t] for side, k, v, t in inputs]
+    return {"id": sid, "op": "table_join", "kind": kind, "filtered": filtered, "inputs": inputs}
+
+
+def table_agg(rng: random.Random, sid: int) -> Scenario:
+    """``table("table").group_by(first letter, rest)`` (a ``w`` value has a None group) then count,
+    reduce (concatenate / remove the first occurrence) or aggregate (the same from "")."""
+    times = _clock(rng, rng.randint(1, 30), 25)
+    return {"id": sid, "op": "table_agg", "agg": rng.choice(("count", "reduce", "aggregate")),
+            "inputs": [["table", _key(rng, "abcd", 0.05), _table_value(rng, i, 0.2), t] for i, t in enumerate(times)]}
+
+
 GENERATORS: dict[str, Callable[[random.Random, int], Scenario]] = {
     "session": session, "time_window": time_window, "stream_table": stream_table, "stream_stream": stream_stream,
-    "stream_agg": stream_agg}
+    "stream_agg": stream_agg, "table_ops": table_ops, "table_join": table_join, "table_agg": table_agg}
 OPERATORS = tuple(GENERATORS)
 
 

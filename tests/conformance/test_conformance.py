@@ -27,7 +27,8 @@ def _require_java() -> None:
         pytest.skip(message)
 
 
-@pytest.mark.parametrize("op", ["time_window", "stream_table", "session", "stream_stream", "stream_agg"])
+@pytest.mark.parametrize("op", ["time_window", "stream_table", "session", "stream_stream", "stream_agg", "table_ops",
+                                "table_join", "table_agg"])
 def test_every_difference_from_kafka_streams_is_a_documented_one(op: str) -> None:
     _require_java()
     logging.disable(logging.WARNING)

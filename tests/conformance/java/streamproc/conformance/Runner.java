@@ -112,6 +112,15 @@ public final class Runner {
             case "stream_agg":
                 streamAggregate(b.stream("in", strings), s);
                 break;
+            case "table_ops":
+                tableOps(b.table("table", strings), s).toStream().to("out", Produced.with(Serdes.String(), Serdes.String()));
+                break;
+            case "table_join":
+                tableJoin(b, strings, s);
+                break;
+            case "table_agg":
+                tableAggregate(b.table("table", strings), s);
+                break;
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -177,6 +186,62 @@ public final class Runner {
             out = g.reduce((a, v) -> a + v).toStream();
         } else {
             out = g.aggregate(() -> "", (k, v, a) -> a + v, Materialized.with(Serdes.String(), Serdes.String())).toStream();
+        }
+        out.to("out", Produced.with(Serdes.String(), Serdes.String()));
+    }
+
+    private static boolean passes(final String v) {
+        return v.startsWith("x") || v.startsWith("y");
+    }
+
+    /** The table_ops shapes: filter, filter_not, map_values, filter_map, map_filter (see scenarios.py). */
+    private static KTable<String, String> tableOps(final KTable<String, String> table, final JsonNode s) {
+        switch (s.get("shape").asText()) {
+            case "filter":
+                return table.filter((k, v) -> passes(v));
+            case "filter_not":
+                return table.filterNot((k, v) -> passes(v));
+            case "map_values":
+                return table.mapValues(v -> v.toUpperCase(Locale.ROOT));
+            case "filter_map":
+                return table.filter((k, v) -> passes(v)).mapValues(v -> v + "!");
+            default:
+                return table.mapValues(v -> v + "!").filter((k, v) -> passes(v));
+        }
+    }
+
+    private static void tableJoin(final StreamsBuilder b, final Consumed<String, String> strings, final JsonNode s) {
+        KTable<String, String> left = b.table("left", strings);
+        final KTable<String, String> right = b.table("right", strings);
+        if (s.get("filtered").asBoolean()) {
+            left = left.filter((k, v) -> passes(v));
+        }
+        final String kind = s.get("kind").asText();
+        final KTable<String, String> result;
+        if ("join".equals(kind)) {
+            result = left.join(right, joiner());
+        } else if ("left_join".equals(kind)) {
+            result = left.leftJoin(right, joiner());
+        } else {
+            result = left.outerJoin(right, joiner());
+        }
+        result.toStream().to("out", Produced.with(Serdes.String(), Serdes.String()));
+    }
+
+    /** group_by (first letter of the value, rest of it; values starting with "w" have a null key). */
+    private static void tableAggregate(final KTable<String, String> table, final JsonNode s) {
+        final org.apache.kafka.streams.kstream.KGroupedTable<String, String> g = table.groupBy(
+            (k, v) -> KeyValue.pair(v.startsWith("w") ? null : v.substring(0, 1), v.substring(1)),
+            Grouped.with(Serdes.String(), Serdes.String()));
+        final String agg = s.get("agg").asText();
+        final KStream<String, String> out;
+        if ("count".equals(agg)) {
+            out = g.count().toStream().mapValues(v -> v == null ? null : String.valueOf(v));
+        } else if ("reduce".equals(agg)) {
+            out = g.reduce((a, v) -> a + v, (a, v) -> a.replaceFirst(v, "")).toStream();
+        } else {
+            out = g.aggregate(() -> "", (k, v, a) -> a + v, (k, v, a) -> a.replaceFirst(v, ""),
+                              Materialized.with(Serdes.String(), Serdes.String())).toStream();
         }
         out.to("out", Produced.with(Serdes.String(), Serdes.String()));
     }
