@@ -171,11 +171,18 @@ def test_bad_options_name_the_value() -> None:
         grouped.reduce("not callable")  # type: ignore[arg-type]
 
 
-def test_joining_an_aggregated_table_is_refused_with_the_way_around() -> None:
+def test_a_stream_joins_an_aggregated_table_as_it_is_at_each_record() -> None:
     b = StreamsBuilder()
     counts = b.stream("in").group_by_key().count(name="counts")
-    with pytest.raises(ValueError, match="'counts'.*to_stream\\(\\)\\.to\\(topic\\)"):
-        b.stream("other").join(counts, lambda v, c: (v, c))
+    b.stream("other").join(counts, lambda v, c: (v, c)).to("joined")
+    d = TopologyTestDriver(b.build())
+    d.input_topic("in").pipe("a", "x", 1)
+    d.input_topic("other").pipe("a", "o1", 2)
+    d.input_topic("in").pipe("a", "y", 3)
+    d.input_topic("other").pipe("a", "o2", 4)
+    d.input_topic("other").pipe("b", "o3", 5)
+    assert [(r.key, tuple(r.value), r.timestamp) for r in d.output_topic("joined").read_records()] == [
+        ("a", ("o1", 1), 2), ("a", ("o2", 2), 4)]
 
 
 def test_wordcount_counts_lowercase_words() -> None:
