@@ -155,6 +155,26 @@ def test_repartitioned_aggregation_equals_tasks_run_in_order(spark, tmp_path: Pa
             assert res.dropped == 0
 
 
+def test_table_group_by_count_equals_tasks_run_in_order(spark, tmp_path: Path) -> None:
+    """KTable filter + group_by + count (change records through the repartition topic) on Spark."""
+    from tests.spark import table_group_by_topology
+
+    recs = gen_clicks(5_000, partitions=P, users=100, pages=8, step=1, jitter=200)
+    path = write_jsonl(tmp_path / "clicks.jsonl", recs)
+    for order in ("offset", "event-time"):
+        comp = compute(spark, "tests.spark.table_group_by_topology", [f"clicks={path}"], order=order, quiet=True)
+        try:
+            got = frame_updates(comp.updates)
+            res = comp.result
+        finally:
+            comp.unpersist()
+        ref, _ = run_reference(table_group_by_topology.build(), recs, order=order,
+                               application_id="table_group_by_topology", tables=["clicks"])
+        assert got == sorted(ref, key=lambda u: u.topic), order
+        assert res.stages == 2
+        assert len(got) > 5_000 // 2, "every kept click changes a page's count (and a move two)"
+
+
 def test_json_text_json_base64_and_parquet_sources_agree(spark, tmp_path: Path) -> None:
     recs = gen_sessions_input(20_000, partitions=P, seed=3)
     text = write_jsonl(tmp_path / "text.jsonl", recs)
