@@ -331,3 +331,24 @@ def test_describe_shows_the_table_operators_and_the_grouped_store() -> None:
     mermaid = b.build().describe(format="mermaid")
     assert 'n_per_value["per-value<br/>table-count"]' in mermaid or "per-value<br/>table-count" in mermaid
     assert "both<br/>table-join" in mermaid
+
+
+def test_the_example_of_the_docs() -> None:
+    # docs/dsl.md, "KTable operators"
+    from streamproc import serde
+
+    b = StreamsBuilder()
+    users = b.table("users", key_serde=serde.STRING, value_serde=serde.JSON)
+    orders = b.table("orders", key_serde=serde.STRING, value_serde=serde.JSON)
+    paying = users.filter(lambda user, u: u["plan"] != "free")
+    regions = paying.map_values(lambda u: u["region"])
+    spend = orders.left_join(regions, lambda o, region: {"amount": o["amount"], "region": region or "none"})
+    per_region = (spend.group_by(lambda user, s: (s["region"], s["amount"]))
+                  .aggregate(lambda: 0, lambda region, amount, total: total + amount,
+                             lambda region, amount, total: total - amount, name="spend-per-region"))
+    per_region.to_stream().to("spend-per-region", key_serde=serde.STRING, value_serde=serde.JSON)
+    d = TopologyTestDriver(b.build())
+    d.input_topic("orders").pipe("u1", {"amount": 5}, 1)
+    d.input_topic("users").pipe("u1", {"region": "eu", "plan": "pro"}, 2)
+    assert [(r.key, r.value) for r in d.output_topic("spend-per-region").read_records()] == [
+        ("none", 5), ("none", 0), ("eu", 5)]
