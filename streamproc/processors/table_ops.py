@@ -16,7 +16,7 @@ value on the fly from their parent's getter (Kafka Streams' unmaterialised ``KTa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .base import Processor, user_error
 
@@ -35,14 +35,15 @@ __all__ = [
 Lookup = Callable[[Any], "tuple[Any, int] | None"]
 
 
-class ValueGetter:
-    """Builds, for a task, ``lookup(key) -> (value, timestamp) | None``."""
+class ValueGetter(Protocol):
+    """How a table's current rows are read in a task."""
 
-    def bind(self, task: Any) -> Lookup:  # pragma: no cover - interface
-        raise NotImplementedError
+    def bind(self, task: Any) -> Lookup:
+        """``lookup(key) -> (value, timestamp)``, or None when the table has no row for ``key``,
+        reading ``task``'s stores."""
 
 
-class StoreGetter(ValueGetter):
+class StoreGetter:
     """A materialised table's store: ``ValueAndTimestamp`` or a versioned store's ``VersionedRecord``."""
 
     __slots__ = ("store_name",)
@@ -81,7 +82,9 @@ def _mapped(name: str, mapper: Callable[[Any], Any], key: Any, value: Any) -> An
         raise user_error(name, "mapper", exc, key) from exc
 
 
-class FilterGetter(ValueGetter):
+class FilterGetter:
+    """The parent's row when it passes ``predicate(key, value)`` (fails, with ``negate``)."""
+
     __slots__ = ("name", "negate", "parent", "predicate")
 
     def __init__(self, name: str, parent: ValueGetter, predicate: Callable[[Any, Any], Any], negate: bool) -> None:
@@ -99,7 +102,9 @@ class FilterGetter(ValueGetter):
         return lookup
 
 
-class MapValuesGetter(ValueGetter):
+class MapValuesGetter:
+    """The parent's row with ``mapper(value)``, its timestamp kept."""
+
     __slots__ = ("mapper", "name", "parent")
 
     def __init__(self, name: str, parent: ValueGetter, mapper: Callable[[Any], Any]) -> None:
@@ -118,7 +123,7 @@ class MapValuesGetter(ValueGetter):
         return lookup
 
 
-class JoinGetter(ValueGetter):
+class JoinGetter:
     """The current value of a join result: inner needs both sides, left the left side, outer either."""
 
     __slots__ = ("joiner", "kind", "left", "name", "right")
