@@ -39,6 +39,14 @@ from .dsl import (
     ValueAndTimestamp,
 )
 from .errors import ProcessingError, SerializationError, StreamprocError, TaskFailedError, TopologyError
+from .processor import (
+    STREAM_TIME,
+    WALL_CLOCK_TIME,
+    KeyValueStoreBuilder,
+    ProcessorContext,
+    PunctuationType,
+    UserProcessor,
+)
 from .records import KeyValue, Record, Windowed
 from .runtime.app import StreamApp
 from .runtime.test_driver import TopologyTestDriver
@@ -48,6 +56,13 @@ from .stores import NOT_PUT, VALID_TO_UNDEFINED, Stores, VersionedRecord
 __version__ = "0.1.0"
 
 __all__ = [
+    # Processor API
+    "STREAM_TIME",
+    "WALL_CLOCK_TIME",
+    "KeyValueStoreBuilder",
+    "ProcessorContext",
+    "PunctuationType",
+    "UserProcessor",
     # DSL
     "StreamsBuilder",
     "Topology",

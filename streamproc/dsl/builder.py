@@ -32,7 +32,7 @@ from ..processors.serdes import JSON_OR_BYTES, JSON_OR_BYTES_KEY
 from ..processors.table import TableSourceProcessor
 from ..serde import Serde
 from ..time import Duration, duration_ms
-from .graph import Node, StoreSpec
+from .graph import KeyValueStoreBuilder, Node, StoreSpec
 from .options import Consumed, check_name, check_serde
 from .topology import Topology
 
@@ -185,6 +185,24 @@ class StreamsBuilder:
                               parents=[source], stores=(store_name,))
         return KTable(self, node, store_name=store_name, key_serde=ks, value_serde=vs,
                       history_retention_ms=history, windowed=False, state=state)
+
+    # -- Processor API ---------------------------------------------------------------------------------
+    def add_state_store(self, store_builder: KeyValueStoreBuilder) -> StreamsBuilder:
+        """Add a user key-value store (change-logged to ``<application_id>-<name>-changelog`` unless
+        ``logging=False``, restored like the DSL's stores); processors list it in
+        ``KStream.process(..., stores=[name])``."""
+        if not isinstance(store_builder, KeyValueStoreBuilder):
+            raise ValueError(f"add_state_store() needs a KeyValueStoreBuilder(name, key_serde, value_serde), "  # noqa: TRY004 - bad input is a ValueError
+                             f"got {store_builder!r}")
+        name = self._new_name(store_builder.name, "", "state store")
+        self._add_store(StoreSpec(
+            name=name, kind="key_value", owner=name,
+            key_serde=self._serde(f"key of state store {name!r}", check_serde(store_builder.key_serde, "key_serde",
+                                                                               f"state store {name!r}")),
+            value_serde=self._serde(f"value of state store {name!r}",
+                                    check_serde(store_builder.value_serde, "value_serde", f"state store {name!r}")),
+            logging=bool(store_builder.logging)))
+        return self
 
     # -- result ---------------------------------------------------------------------------------------
     def build(self, application_id: str | None = None) -> Topology:

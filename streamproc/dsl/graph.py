@@ -12,7 +12,7 @@ from typing import Any
 
 from ..serde import Serde
 
-__all__ = ["DAY_MS", "Node", "StoreSpec", "changelog_topic_name"]
+__all__ = ["DAY_MS", "KeyValueStoreBuilder", "Node", "StoreSpec", "changelog_topic_name"]
 
 DAY_MS = 86_400_000
 
@@ -91,3 +91,17 @@ class StoreSpec:
             return {"cleanup.policy": "compact",
                     "min.compaction.lag.ms": str((self.history_retention_ms or 0) + DAY_MS)}
         return {"cleanup.policy": "compact"}
+
+
+@dataclass(frozen=True)
+class KeyValueStoreBuilder:
+    """A user key-value store for :meth:`StreamsBuilder.add_state_store` (Processor API).
+
+    ``key_serde``/``value_serde`` serialise its changelog (None: the builder's default serde);
+    ``logging=False``: not change-logged (empty after a restart).
+    """
+
+    name: str
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    logging: bool = True

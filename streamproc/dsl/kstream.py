@@ -162,6 +162,32 @@ class KStream:
         b._add_node(node_name, "sink", "sink", lambda: SinkProcessor(node_name, topic, ks, vs),
                     parents=[self._node], topics=(topic,), key_serde=ks, value_serde=vs)
 
+    # -- Processor API --------------------------------------------------------------------------------
+    def process(self, processor_factory: Callable[[], Any], stores: Iterable[str] = (),
+                name: str | None = None) -> KStream:
+        """Run a user processor (:class:`~streamproc.processor.UserProcessor`; ``processor_factory()``
+        makes one per task) with access to ``stores`` (names given to ``StreamsBuilder.add_state_store``).
+        Returns the stream of what it forwards (key and value serdes unknown; the key may change)."""
+        from ..processors.user import UserProcessorNode
+
+        if not callable(processor_factory):
+            raise ValueError(f"process() needs a processor factory (a UserProcessor subclass or a function "  # noqa: TRY004 - bad input is a ValueError
+                             f"returning one), got {processor_factory!r}")
+        if isinstance(stores, str):
+            raise ValueError(f"process() stores must be a list of store names, got the str {stores!r}; "  # noqa: TRY004 - bad input is a ValueError
+                             f"write stores=[{stores!r}]")
+        store_names = tuple(stores)
+        b = self._builder
+        for store in store_names:
+            if store not in b._stores or b._stores[store].owner != store:
+                raise ValueError(f"process() store {store!r} is not a state store of this builder; add it first "
+                                 f"with StreamsBuilder.add_state_store(KeyValueStoreBuilder({store!r}, ...))")
+        node_name = b._new_name(name, "KSTREAM-PROCESSOR", "process()")
+        node = b._add_node(node_name, "processor", "process",
+                           lambda: UserProcessorNode(node_name, processor_factory, store_names),
+                           parents=[self._node], stores=store_names)
+        return KStream(b, node, None, None, True)
+
     # -- repartitioning and grouping --------------------------------------------------------------
     def _repartitioned(self, base_name: str, key_serde: Serde | None, value_serde: Serde | None,
                        drop_null_keys: bool = True) -> KStream:
