@@ -61,13 +61,15 @@ class DedupProcessor(UserProcessor):
             self.seen.delete(key)
 
 
-def build(window_ms: int = WINDOW_MS, purge_interval_ms: int = PURGE_INTERVAL_MS) -> Topology:
-    """The dedup topology (``window_ms``/``purge_interval_ms`` as in the module docstring)."""
+def build(window_ms: int = WINDOW_MS, purge_interval_ms: int = PURGE_INTERVAL_MS, *, input: str = INPUT,
+          output: str = OUTPUT) -> Topology:
+    """The dedup topology (``window_ms``/``purge_interval_ms`` as in the module docstring; ``input``/
+    ``output`` rename the topics)."""
     b = StreamsBuilder()
     b.add_state_store(KeyValueStoreBuilder(STORE, key_serde=serde.STRING, value_serde=serde.INT))
-    events = b.stream(INPUT, key_serde=serde.STRING, value_serde=serde.JSON)
+    events = b.stream(input, key_serde=serde.STRING, value_serde=serde.JSON)
     (events.process(lambda: DedupProcessor(window_ms, purge_interval_ms), stores=[STORE], name="dedup")
-     .to(OUTPUT, key_serde=serde.STRING, value_serde=serde.JSON))
+     .to(output, key_serde=serde.STRING, value_serde=serde.JSON))
     return b.build()
 
 
