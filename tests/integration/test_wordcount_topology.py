@@ -22,7 +22,7 @@ from tests.integration.test_pageviews_topology import _wait_committed
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
 PARTITIONS = 4
-SENTENCES = 20_000
+SENTENCES = 100_000
 VOCABULARY = [f"w{i}" for i in range(300)] + ["The", "cat", "HAT", "don't"]
 
 
