@@ -299,3 +299,21 @@ def test_a_record_failing_on_release_from_a_buffer_is_rejected_with_its_own_posi
     priced = sorted(json.loads(r["value"])["amount"] for r in spark.read.json(str(out / "updates")).collect())
     assert priced == [1]   # the releasing payment (500) is buffered, not yet released
 
+
+
+def test_user_processor_dedup_equals_tasks_run_in_order(spark, tmp_path: Path) -> None:
+    """A Processor API topology (user store, stream-time punctuation) reprocessed on Spark equals Tasks
+    run directly in the same order."""
+    from tests.spark import dedup_topology
+
+    recs = gen_clicks(5_000, partitions=P, users=100, step=1, jitter=200)
+    path = write_jsonl(tmp_path / "clicks.jsonl", recs)
+    for order in ("offset", "event-time"):
+        comp = compute(spark, "tests.spark.dedup_topology", [f"clicks={path}"], order=order, quiet=True)
+        try:
+            got = frame_updates(comp.updates)
+        finally:
+            comp.unpersist()
+        ref, _ = run_reference(dedup_topology.build(), recs, order=order, application_id="dedup_topology")
+        assert got == sorted(ref, key=lambda u: u.topic), order
+        assert 100 < len(got) < 5_000 - 100, "some clicks are duplicates, some not"
