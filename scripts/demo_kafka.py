@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import localkafka
 
-from topologies import sessions
+from topologies import sessions, wordcount
 
 CLICKS_PARTITIONS = 3
 SESSION_GAP_MS = sessions.GAP_MS
@@ -213,6 +213,52 @@ async def run_demo(bootstrap: str, prefix: str, users: int, seed: int, produce_o
     return ok
 
 
+SENTENCES = [
+    "the quick brown fox jumps over the lazy dog",
+    "a stream is a table in motion and a table is a stream at rest",
+    "Don't stop the stream: count every word of it",
+    "the fox and the dog count the words of the stream",
+]
+
+
+async def run_wordcount(bootstrap: str, prefix: str) -> bool:
+    """Word count (topologies/wordcount.py, a non-windowed aggregation through a repartition topic)
+    on the daemon; its final count per word must equal the TopologyTestDriver's."""
+    from streamproc.config import Config
+    from streamproc.runtime.app import StreamApp
+    from streamproc.testing import TopologyTestDriver
+
+    print("\n[5] run the word-count topology (topologies/wordcount.py) on the streamproc daemon")
+    source, counts = f"{prefix}{wordcount.INPUT}", f"{prefix}{wordcount.OUTPUT}"
+    await create_topics(bootstrap, {source: CLICKS_PARTITIONS, counts: CLICKS_PARTITIONS})
+    now = int(time.time() * 1000)
+    lines = [(None, s.encode(), now + i, []) for i, s in enumerate(SENTENCES * 25)]
+    await produce(bootstrap, source, lines)
+    build = lambda: wordcount.build(input=source, output=counts)  # noqa: E731
+    with TopologyTestDriver(build(), application_id="expected") as driver:
+        for _, sentence, ts, _ in lines:
+            driver.input_topic(source).pipe(None, sentence.decode(), ts)
+        expected = driver.output_topic(counts).read_key_values_to_map()
+    occurrences = sum(len(wordcount.words(line.decode())) for _, line, _, _ in lines)
+    app = StreamApp(build(), Config(application_id=f"demo-wordcount-{uuid.uuid4().hex[:6]}",
+                                    bootstrap_servers=bootstrap, commit_interval_ms=500))
+    runner = asyncio.create_task(app.run())
+    try:
+        got = await read_output(bootstrap, counts, occurrences, timeout=90)
+    finally:
+        if not runner.done():
+            await app.stop()
+        await runner
+    final = {r.key.decode(): json.loads(r.value) for r in sorted(got, key=lambda r: (r.partition, r.offset))}
+    top = sorted(final.items(), key=lambda kv: (-kv[1], kv[0]))[:8]
+    print(f"  {len(lines)} sentences, {len(got)} count updates; top words: "
+          + ", ".join(f"{w} {n}" for w, n in top))
+    ok = final == expected
+    print(f"  {'OK' if ok else 'MISMATCH'}: the daemon's counts of {len(final)} words "
+          f"{'equal' if ok else 'differ from'} the TopologyTestDriver's")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=50)
@@ -240,9 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = handle.bootstrap
     try:
         ok = asyncio.run(run_demo(bootstrap, prefix, args.users, args.seed, args.produce_only))
+        if ok and not args.produce_only:
+            ok = asyncio.run(run_wordcount(bootstrap, prefix))
     finally:
         if handle is not None:
-            print("\n[5] stop kafka")
+            print("\n[6] stop kafka")
             handle.stop()
             print(f"  stopped pid {handle.pids[0]}, removed {handle.data_dir}")
     return 0 if ok else 1
