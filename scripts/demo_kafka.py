@@ -234,7 +234,7 @@ async def run_wordcount(bootstrap: str, prefix: str) -> bool:
     now = int(time.time() * 1000)
     lines = [(None, s.encode(), now + i, []) for i, s in enumerate(SENTENCES * 25)]
     await produce(bootstrap, source, lines)
-    build = lambda: wordcount.build(input=source, output=counts)  # noqa: E731
+    build = lambda: wordcount.build(input=source, output=counts)
     with TopologyTestDriver(build(), application_id="expected") as driver:
         for _, sentence, ts, _ in lines:
             driver.input_topic(source).pipe(None, sentence.decode(), ts)
