@@ -173,6 +173,10 @@ class KStream:
         if not callable(processor_factory):
             raise ValueError(f"process() needs a processor factory (a UserProcessor subclass or a function "  # noqa: TRY004 - bad input is a ValueError
                              f"returning one), got {processor_factory!r}")
+        missing = sorted(getattr(processor_factory, "__abstractmethods__", ()))
+        if isinstance(processor_factory, type) and missing:
+            raise ValueError(f"process(): {processor_factory.__name__} does not define {', '.join(missing)}; a "
+                             f"UserProcessor subclass must define process(self, key, value, timestamp)")
         if isinstance(stores, str):
             raise ValueError(f"process() stores must be a list of store names, got the str {stores!r}; "  # noqa: TRY004 - bad input is a ValueError
                              f"write stores=[{stores!r}]")

@@ -18,6 +18,7 @@ A callback may cancel its own schedule (``handle.cancel()``).
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -64,12 +65,12 @@ class Cancellable:
         self.due = nxt
 
 
-class UserProcessor:
+class UserProcessor(abc.ABC):
     """Subclass it and pass the class (or any zero-argument factory) to ``KStream.process``.
 
     ``init(context)`` runs once per task, after the stores are restored; ``process(key, value,
-    timestamp)`` for each record; ``close()`` when the task closes. ``self.context`` is the
-    :class:`ProcessorContext` after ``init``.
+    timestamp)`` (abstract: a subclass must define it) for each record; ``close()`` when the task
+    closes. ``self.context`` is the :class:`ProcessorContext` after ``init``.
     """
 
     context: ProcessorContext
@@ -77,8 +78,9 @@ class UserProcessor:
     def init(self, context: ProcessorContext) -> None:
         self.context = context
 
+    @abc.abstractmethod
     def process(self, key: Any, value: Any, timestamp: int) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement process(key, value, timestamp)")
+        """Handle one record (forward results with ``self.context.forward``)."""
 
     def close(self) -> None:
         """Release resources (none by default)."""

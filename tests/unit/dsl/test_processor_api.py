@@ -220,3 +220,11 @@ def test_dedup_purge_empties_the_store():
             d.input_topic(dedup.INPUT).pipe(f"id{i}", {}, i)
         d.input_topic(dedup.INPUT).pipe("late", {}, 200)
         assert [kv[0] for kv in d.state_store(dedup.STORE).all()] == ["late"]
+
+
+def test_a_processor_class_without_process_is_refused_when_the_topology_is_built() -> None:
+    class Incomplete(UserProcessor):
+        pass
+
+    with pytest.raises(ValueError, match=r"Incomplete does not define process"):
+        StreamsBuilder().stream("a").process(Incomplete)
