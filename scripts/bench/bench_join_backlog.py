@@ -25,12 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
-import multiprocessing as mp
 import os
 import random
-import resource
 import sys
 import time
 import uuid
@@ -39,33 +36,16 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts" / "bench"))
+
+from phases import create_topics, localkafka, measured, run_in_child
+
 PARTITIONS = 8
 USERS = 2_000
 
 
-def _localkafka() -> Any:
-    spec = importlib.util.spec_from_file_location("localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["localkafka"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
-async def _create_topics(bootstrap: str, names: list[str]) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
-        for _ in range(100):
-            described = await admin.describe_topics(names)
-            if all(d["error_code"] == 0 and len(d["partitions"]) == PARTITIONS for d in described):
-                return
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
 
 
 async def _produce(bootstrap: str, views: str, clicks: str, n: int) -> dict[str, int]:
@@ -129,7 +109,7 @@ async def _passthrough(bootstrap: str, views: str, clicks: str, ends: dict[str, 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     sink = f"bench-join-pass-{uuid.uuid4().hex[:8]}"
-    await _create_topics(bootstrap, [sink])
+    await create_topics(bootstrap, [sink], PARTITIONS)
     consumer = AIOKafkaConsumer(views, clicks, bootstrap_servers=bootstrap, group_id=f"bench-pass-{uuid.uuid4().hex[:8]}",
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_wait_ms=100)
@@ -202,21 +182,11 @@ def _child(phase: str, args: tuple[Any, ...], out: Any) -> None:
     import uvloop
 
     fn = {"passthrough": _passthrough, "daemon": _daemon}[phase]
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    result = uvloop.run(fn(*args))
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    out.put({**result, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-             "rss_mb": after.ru_maxrss / 1024})
+    out.put(measured(lambda: uvloop.run(fn(*args))))
 
 
 def run_phase(phase: str, *args: Any) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=_child, args=(phase, args, q))
-    p.start()
-    result = q.get(timeout=3600)
-    p.join()
-    return dict(result)
+    return run_in_child(_child, phase, args)
 
 
 def main() -> None:
@@ -233,12 +203,12 @@ def main() -> None:
     handle = None
     bootstrap = args.bootstrap
     if not bootstrap:
-        handle = _localkafka().start_single(timeout=180)
+        handle = localkafka().start_single(timeout=180)
         bootstrap = handle.bootstrap
     try:
         tag = uuid.uuid4().hex[:8]
         views, clicks = f"bench-views-{tag}", f"bench-clicks-{tag}"
-        asyncio.run(_create_topics(bootstrap, [views, clicks]))
+        asyncio.run(create_topics(bootstrap, [views, clicks], PARTITIONS))
         t = time.perf_counter()
         ends = asyncio.run(_produce(bootstrap, views, clicks, args.records))
         n = sum(ends.values())

@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
-import multiprocessing as mp
 import os
 import random
-import resource
 import sys
 import time
 import uuid
@@ -38,18 +35,15 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts" / "bench"))
+
+from phases import create_topics, localkafka, measured, run_in_child
+
 PARTITIONS = 4
 VOCABULARY = 5_000
 BATCH = 5_000
 
 
-def _localkafka() -> Any:
-    spec = importlib.util.spec_from_file_location("localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["localkafka"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def sentences(n: int) -> list[tuple[bytes | None, bytes, int]]:
@@ -89,20 +83,6 @@ def _task(n: int) -> dict[str, Any]:
     return {"elapsed": time.perf_counter() - started, "words": out}
 
 
-async def _create_topics(bootstrap: str, names: list[str]) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in names])
-        for _ in range(100):
-            described = await admin.describe_topics(names)
-            if all(d["error_code"] == 0 and len(d["partitions"]) == PARTITIONS for d in described):
-                return
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
 
 
 async def _produce(bootstrap: str, topic: str, n: int) -> dict[str, int]:
@@ -142,7 +122,7 @@ async def _passthrough(bootstrap: str, topic: str, ends: dict[str, int], n_words
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     sink = f"bench-wc-pass-{uuid.uuid4().hex[:8]}"
-    await _create_topics(bootstrap, [sink])
+    await create_topics(bootstrap, [sink], PARTITIONS)
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-wc-{uuid.uuid4().hex[:8]}",
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_wait_ms=100)
@@ -209,26 +189,18 @@ async def _daemon(bootstrap: str, topic: str, ends: dict[str, int], n_words: int
 def _child(phase: str, args: tuple[Any, ...], out: Any) -> None:
     import uvloop
 
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    if phase == "task":
-        result = _task(*args)
-    elif phase == "produce":  # in a child too: the parent stays small (ru_maxrss survives fork + exec)
-        result = {"ends": asyncio.run(_produce(*args))}
-    else:
-        result = uvloop.run({"passthrough": _passthrough, "daemon": _daemon}[phase](*args))
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    out.put({**result, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-             "rss_mb": after.ru_maxrss / 1024})
+    def run() -> dict[str, Any]:
+        if phase == "task":
+            return _task(*args)
+        if phase == "produce":  # in a child too: the parent stays small (ru_maxrss survives fork + exec)
+            return {"ends": asyncio.run(_produce(*args))}
+        return dict(uvloop.run({"passthrough": _passthrough, "daemon": _daemon}[phase](*args)))
+
+    out.put(measured(run))
 
 
 def run_phase(phase: str, *args: Any) -> dict[str, Any]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=_child, args=(phase, args, q))
-    p.start()
-    result = q.get(timeout=3600)
-    p.join()
-    return dict(result)
+    return run_in_child(_child, phase, args)
 
 
 def main() -> None:
@@ -245,11 +217,11 @@ def main() -> None:
     handle = None
     bootstrap = args.bootstrap
     if not bootstrap:
-        handle = _localkafka().start_single(timeout=180)
+        handle = localkafka().start_single(timeout=180)
         bootstrap = handle.bootstrap
     try:
         topic = f"bench-sentences-{uuid.uuid4().hex[:8]}"
-        asyncio.run(_create_topics(bootstrap, [topic]))
+        asyncio.run(create_topics(bootstrap, [topic], PARTITIONS))
         ends = run_phase("produce", bootstrap, topic, n)["ends"]
         assert sum(ends.values()) == n, ends
         rows.append(("aiokafka passthrough (ceiling)", run_phase("passthrough", bootstrap, topic, ends, n_words)))
