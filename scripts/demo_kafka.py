@@ -110,7 +110,7 @@ async def produce(bootstrap: str, topic: str, events: list[Any]) -> list[Any]:
 def closers(partitions: int, after_ms: int) -> list[tuple[bytes, bytes, int, list[tuple[str, bytes]]]]:
     """One click per partition at ``after_ms``: it advances each task's stream time past every
     earlier session's ``end + gap + grace``, so those sessions close and are emitted."""
-    from streamproc.runtime.producer import partition_for
+    from streamproc.engine.partitioning import partition_for
 
     out: dict[int, tuple[bytes, bytes, int, list[tuple[str, bytes]]]] = {}
     n = 0
@@ -126,8 +126,8 @@ def closers(partitions: int, after_ms: int) -> list[tuple[bytes, bytes, int, lis
 
 def expected_sessions(events: list[Any], partitions: int, clicks_topic: str, stats_topic: str) -> dict[tuple[str, int], dict[str, Any]]:
     """What the daemon must write: the TopologyTestDriver fed each partition's clicks in order."""
-    from streamproc.runtime.producer import partition_for
-    from streamproc.runtime.test_driver import TopologyTestDriver
+    from streamproc.engine.partitioning import partition_for
+    from streamproc.testing import TopologyTestDriver
 
     expected: dict[tuple[str, int], dict[str, Any]] = {}
     for p in range(partitions):

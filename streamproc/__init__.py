@@ -38,6 +38,7 @@ from .dsl import (
     Topology,
     ValueAndTimestamp,
 )
+from .engine.test_driver import TopologyTestDriver
 from .errors import ProcessingError, SerializationError, StreamprocError, TaskFailedError, TopologyError
 from .processor import (
     STREAM_TIME,
@@ -49,7 +50,6 @@ from .processor import (
 )
 from .records import KeyValue, Record, Windowed
 from .runtime.app import StreamApp
-from .runtime.test_driver import TopologyTestDriver
 from .serde import Serde
 from .stores import NOT_PUT, VALID_TO_UNDEFINED, Stores, VersionedRecord
 

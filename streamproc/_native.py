@@ -70,7 +70,7 @@ MODULES: tuple[str, ...] = (
     "streamproc.stores.window",
     "streamproc.runtime.acks",
     "streamproc.runtime.producer",
-    "streamproc.runtime.task",
+    "streamproc.engine.task",
     "streamproc.purgatory.timer",
 )
 

@@ -9,13 +9,13 @@ As Kafka Streams ships its test driver in ``kafka-streams-test-utils`` and Bytew
         driver.input_topic("clicks").pipe("alice", {"page": "/"}, 1_000)
         driver.output_topic("session-counts").read_records()
 
-The driver runs the same :class:`~streamproc.runtime.task.Task` as the daemon and Spark, one per
+The driver runs the same :class:`~streamproc.engine.task.Task` as the daemon and Spark, one per
 sub-topology, deterministically (records are processed in the order they are piped). ``streamproc``
 re-exports :class:`TopologyTestDriver` too.
 """
 
 from __future__ import annotations
 
-from .runtime.test_driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
+from .engine.test_driver import TestInputTopic, TestOutputTopic, TopologyTestDriver
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]

@@ -84,7 +84,7 @@ async def _produce_input(bootstrap: str, topic: str, n: int, users: int = 5000) 
     every ~8 min, ~30 clicks per session."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from streamproc.runtime.producer import partition_for
+    from streamproc.engine.partitioning import partition_for
 
     rng = random.Random(1)
     # recent event times: the broker deletes records by their timestamps (retention.ms) and Kafka 4
@@ -213,7 +213,7 @@ async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float
     without any Kafka I/O, i.e. what the daemon could reach with free I/O."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from streamproc.runtime.task import Task
+    from streamproc.engine.task import Task
     from topologies import sessions
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")

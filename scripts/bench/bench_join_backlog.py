@@ -53,7 +53,7 @@ async def _produce(bootstrap: str, views: str, clicks: str, n: int) -> dict[str,
     (``"topic:partition" -> end``)."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from streamproc.runtime.producer import partition_for
+    from streamproc.engine.partitioning import partition_for
 
     rng = random.Random(3)
     half = n // 2

@@ -86,7 +86,7 @@ def _load() -> str:
 
 
 def _partitioner() -> Any:
-    from streamproc.runtime.producer import partition_for
+    from streamproc.engine.partitioning import partition_for
 
     return partition_for
 
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                 half = r["second_half_records_per_s"]
                 _log(f"  {peer}: {fig}, {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, RSS {r['rss_mb']:.0f} MB, "
                      f"second half {f'{half:,.0f}' if half else 'n/a'} records/s; check {r['check']}")
-            except Exception as exc:  # noqa: BLE001 - report and go on with the other peers
+            except Exception as exc:
                 rows[peer].update(check=f"run failed: {str(exc).splitlines()[0][:160]}", error=str(exc))
                 _log(f"  {peer} FAILED: {exc}")
 
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["profiles"][peer] = prof
                 args.out.mkdir(parents=True, exist_ok=True)
                 (args.out / f"{peer}.folded").write_text(r["folded"] or "")
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 results["profiles"][peer] = {"error": str(exc)}
                 _log(f"  profile FAILED: {exc}")
 
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                         rows[peer].update(latency_p50_ms=lat["p50"], latency_p99_ms=lat["p99"])
                     _log(f"  {peer}: {r['latency_unchecked']} check {r['latency_check']}"
                          f"{'' if r['latency_ok'] else ' -> NO FIGURE'}")
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     rows[peer].setdefault("latency_by_rate", {})[rate] = {"error": str(exc)}
                     _log(f"  {peer} latency FAILED: {exc}")
 

@@ -193,7 +193,7 @@ async def main_async(bootstrap: str, entries: int) -> None:
 
 async def restart_times(bootstrap: str, app_id: str, entries: int, updates: int) -> None:
     """A sessions app whose changelog holds ``entries`` sessions written ``updates`` times each."""
-    from streamproc.runtime.task import Task
+    from streamproc.engine.task import Task
     from streamproc.stores import changelog_topic_config
     from topologies import sessions
 

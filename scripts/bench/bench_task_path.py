@@ -52,8 +52,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from streamproc.engine.task import Task
 from streamproc.records import Record
-from streamproc.runtime.task import Task
 from topologies import sessions
 
 MIN = 60_000
@@ -255,7 +255,7 @@ def _old_table_module() -> Any:
     module = importlib.util.module_from_spec(spec)
     module.__package__ = "streamproc.processors"
     sys.modules[spec.name] = module
-    exec(compile(source, f"<table {BEFORE_ORIGINS_COMMIT}>", "exec"), module.__dict__)  # noqa: S102 - our own source
+    exec(compile(source, f"<table {BEFORE_ORIGINS_COMMIT}>", "exec"), module.__dict__)
     return module
 
 
@@ -263,7 +263,7 @@ def run_join_task(records: list[Record], batch: int, old: Any = None) -> tuple[f
     """``(CPU seconds, outputs, changelog records)`` of the join-with-grace topology through one Task;
     ``old``: the table module of commit 4b95a6c, swapped into the DSL while the task is built."""
     from streamproc.dsl import kstream
-    from streamproc.runtime.task import Task
+    from streamproc.engine.task import Task
 
     saved = kstream.StreamTableJoinProcessor, kstream.buffered_value_serde
     if old is not None:

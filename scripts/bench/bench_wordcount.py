@@ -60,8 +60,8 @@ def sentences(n: int) -> list[tuple[bytes | None, bytes, int]]:
 
 
 def _task(n: int) -> dict[str, Any]:
+    from streamproc.engine.task import Task
     from streamproc.records import Record
-    from streamproc.runtime.task import Task
     from topologies import wordcount
 
     data = sentences(n)
@@ -88,7 +88,7 @@ def _task(n: int) -> dict[str, Any]:
 async def _produce(bootstrap: str, topic: str, n: int) -> dict[str, int]:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-    from streamproc.runtime.producer import partition_for
+    from streamproc.engine.partitioning import partition_for
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024, acks="all")
     await producer.start()

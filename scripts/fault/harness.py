@@ -181,7 +181,7 @@ def _dumps(v: Any) -> bytes | None:
 
 
 def _partition(key: str, partitions: int) -> int:
-    from streamproc.runtime.producer import partition_for
+    from streamproc.engine.partitioning import partition_for
 
     return partition_for(key.encode(), partitions)
 
@@ -401,7 +401,7 @@ class Daemon:
 class Expected:
     def __init__(self, cfg: FaultConfig, topics: dict[str, str], app_id: str, rates: list, clicks: list,
                  payments: list) -> None:
-        from streamproc.runtime.test_driver import TopologyTestDriver
+        from streamproc.testing import TopologyTestDriver
 
         p_count = cfg.partitions
         self.drivers = {p: TopologyTestDriver(build(topics), application_id=app_id) for p in range(p_count)}
@@ -435,7 +435,7 @@ def comparable(store: Any) -> Any:
 
     inner = getattr(store, "inner", store)
     if inner.kind == "versioned":
-        return sorted((k, [(v.value, v.timestamp) for v in inner.versions(k)]) for k in inner.keys())  # noqa: SIM118 - a method, not a dict
+        return sorted((k, [(v.value, v.timestamp) for v in inner.versions(k)]) for k in inner.keys())
     items = [(kv.key, kv.value) for kv in inner.all()]
     if inner.kind == "key_value" and items and isinstance(items[0][0], (list, tuple)) and len(items[0][0]) == 3:
         return sorted((k[0], k[1], json.dumps(v[0] if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], Origin)
@@ -445,7 +445,7 @@ def comparable(store: Any) -> Any:
 
 async def restored_stores(bootstrap: str, app_id: str, topology: Any, partitions: int) -> dict[tuple[int, int, str], Any]:
     """Every task's stores rebuilt from the changelogs (read_committed)."""
-    from streamproc.runtime.task import Task
+    from streamproc.engine.task import Task
     from streamproc.stores import ChangelogRecord
 
     out: dict[tuple[int, int, str], Any] = {}
@@ -471,7 +471,7 @@ async def restored_stores(bootstrap: str, app_id: str, topology: Any, partitions
 async def precreate_internal_topics(bootstrap: str, topics: dict[str, str], app_id: str, cfg: FaultConfig) -> None:
     """Create the daemon's output, repartition and changelog topics with ``cfg.replication`` and
     ``cfg.topic_configs`` (plus each changelog's own configs) before it starts."""
-    from streamproc.runtime.task import Task
+    from streamproc.engine.task import Task
     from streamproc.stores import changelog_topic_config
 
     topology = build(topics)
@@ -557,7 +557,7 @@ async def run_fault_test(bootstrap: str, cfg: FaultConfig, cluster: Any = None) 
                     try:
                         during = max(during, await asyncio.wait_for(
                             committed_inputs(bootstrap, app_id, topics, cfg.partitions), 5.0))
-                    except Exception:  # noqa: BLE001 - the coordinator may be moving; sample again
+                    except Exception:
                         pass
                 if not daemon.alive():
                     raise RuntimeError(f"the daemon exited while a broker was down:\n{daemon.log_tail()}")

@@ -1,7 +1,7 @@
 """What a processor may use of the task it runs in: :class:`ProcessorContext`, and the
 :class:`OutputRecord` its sinks append.
 
-The engine's :class:`~streamproc.runtime.task.Task` implements the protocol; processors depend on
+The engine's :class:`~streamproc.engine.task.Task` implements the protocol; processors depend on
 this module only, never on the runtime (layers import downward).
 """
 

@@ -57,19 +57,19 @@ from typing import Any
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 
 from ..config import Config
+from ..engine.error_policy import ErrorPolicy, RecordError, Stage, classify, dead_letter_headers
+from ..engine.task import Task
 from ..errors import StreamprocError
 from .acks import InputProgress
 from .client_logs import limit_client_logs
 from .commit import AtLeastOnceCommit, CommitMode, CommitSequence, TransactionalCommit
 from .consumer import AckService, InputConsumer
 from .drops import DropReporter
-from .error_policy import ErrorPolicy, RecordError, Stage, classify, dead_letter_headers
 from .metrics import Metrics
 from .producer import OutputProducer, SendBuffer, to_bytes
 from .restore import Restorer
 from .service import Service
 from .snapshot import Snapshots, save_on_shutdown
-from .task import Task
 from .task_manager import TaskManager
 from .topics import RepartitionPurger, TopicAdmin, TopicPlan, plan_topics
 from .transactions import EOS_PRODUCER_DEFAULTS, Transactions
@@ -214,7 +214,7 @@ class StreamApp(Service):
                 await self._run_loop()
             except asyncio.CancelledError:
                 raise
-            except BaseException as exc:  # noqa: BLE001 - recorded, reported after shutdown
+            except BaseException as exc:
                 self._set_fatal(exc)
             # the deadline counts from the stop request (a fatal error: from now)
             self._deadline = (self._stop_requested_at or time.monotonic()) + self.config.shutdown_timeout_ms / 1000
@@ -299,7 +299,7 @@ class StreamApp(Service):
                 try:
                     await save_on_shutdown(self.tasks.runnable(), self.progress.tracker, self.config,
                                            self.snapshots)
-                except Exception as exc:  # noqa: BLE001 - snapshots are an optimisation
+                except Exception as exc:
                     log.warning("snapshots not written: %s: %s", type(exc).__name__, exc)
 
     def _set_fatal(self, exc: BaseException) -> None:
@@ -484,14 +484,14 @@ class StreamApp(Service):
                 self.committer.forget(list(revoked))
             if revoked:
                 log.info("revoked %d partition(s)", len(revoked))
-        except Exception as exc:  # noqa: BLE001 - aiokafka would swallow it
+        except Exception as exc:
             self._set_fatal(exc)
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._epoch += 1
         try:
             self.tasks.assign(assigned)
-        except Exception as exc:  # noqa: BLE001 - aiokafka would swallow it
+        except Exception as exc:
             self._set_fatal(exc)
 
 

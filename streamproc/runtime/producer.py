@@ -6,14 +6,13 @@ and :meth:`SendBuffer.flush` hands them to the producer as whole ``BatchBuilder`
 ``await`` per producer batch, never one per record. Each batch yields one future that resolves
 when the brokers acknowledged it; the futures feed the delayed-ack tracker.
 
-Keys and values must be ``bytes`` or ``None`` here; :func:`to_bytes` turns the Python objects a
+Keys and values must be ``bytes`` or ``None`` here; :func:`~streamproc.engine.partitioning.to_bytes` turns the Python objects a
 sink without a serde emits into bytes (bytes pass through, everything else is JSON).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,11 +21,11 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IllegalOperation, KafkaError
 from aiokafka.partitioner import murmur2
 
-from ..serde import JSON as _JSON_SERDE
+from ..engine.partitioning import HASH_CACHE, HASH_CACHE_MAX, ROUND_ROBIN, partition_for, to_bytes
 from .service import Service
 from .transactions import Transactions
 
-__all__ = ["OutputProducer", "SendBuffer", "partition_for", "to_bytes"]
+__all__ = ["OutputProducer", "SendBuffer"]
 
 log = logging.getLogger(__name__)
 
@@ -40,35 +39,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "max_request_size": 1024 * 1024,
 }
 
-_JSON = _JSON_SERDE
 #: How long a producer being replaced gets to stop before its stop goes on in the background (s).
 RETIRE_WAIT_S = 2.0
-
-
-def to_bytes(value: Any, what: str) -> bytes | None:
-    """``bytes``/``None`` unchanged; ``bytearray``/``memoryview`` copied; anything else JSON."""
-    if value is None or type(value) is bytes:
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    return _JSON.serialize(value, what)
-
-
-_HASH_CACHE: dict[bytes, int] = {}
-_HASH_CACHE_MAX = 200_000
-_round_robin = itertools.count()
-
-
-def partition_for(key: bytes | None, num_partitions: int) -> int:
-    """Kafka's default partition for a serialised key (murmur2, positive, modulo); round-robin for None."""
-    if key is None:
-        return next(_round_robin) % num_partitions
-    h = _HASH_CACHE.get(key)
-    if h is None:
-        if len(_HASH_CACHE) >= _HASH_CACHE_MAX:
-            _HASH_CACHE.clear()
-        h = _HASH_CACHE[key] = murmur2(key) & 0x7FFFFFFF
-    return h % num_partitions
 
 
 class OutputProducer(Service):
@@ -197,7 +169,7 @@ class SendBuffer:
         by_tp = self._by_tp
         sources = self._sources
         partition_counts = self._out.partition_counts
-        cache = _HASH_CACHE
+        cache = HASH_CACHE
         for out in outputs:
             topic, key, value, ts, headers = out
             if key is not None and type(key) is not bytes:
@@ -208,11 +180,11 @@ class SendBuffer:
             if n is None:
                 raise KeyError(f"topic {topic!r} is not known to the producer (not in the topic plan)")
             if key is None:
-                partition = next(_round_robin) % n
+                partition = next(ROUND_ROBIN) % n
             else:
                 h = cache.get(key)
                 if h is None:
-                    if len(cache) >= _HASH_CACHE_MAX:
+                    if len(cache) >= HASH_CACHE_MAX:
                         cache.clear()
                     h = cache[key] = murmur2(key) & 0x7FFFFFFF
                 partition = h % n

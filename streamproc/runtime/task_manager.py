@@ -33,14 +33,14 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from ..config import Config
+from ..engine.error_policy import RecordError
+from ..engine.task import Task, TaskId
 from .acks import InputProgress
 from .drops import DropReporter
-from .error_policy import RecordError
 from .metrics import Metrics
 from .partition_group import PartitionGroup
 from .producer import SendBuffer
 from .restore import Restorer
-from .task import Task, TaskId
 from .tasks import ManagedTask, TaskRegistry, TaskState, group_by_task
 
 __all__ = ["RecordErrorHandler", "Round", "TaskManager"]
@@ -270,7 +270,7 @@ class TaskManager:
         log.warning("%s[%d]: %s; rewinding to offset %d to fetch it again", tp.topic, tp.partition, state, offset)
         try:
             self.consumer.seek(tp, offset)
-        except Exception as exc:  # noqa: BLE001 - not assigned any more: its next owner reads it
+        except Exception as exc:
             log.debug("cannot rewind %s: %r", tp, exc)
 
     def poll_timeout_ms(self, default: int) -> int:
@@ -412,7 +412,7 @@ class TaskManager:
             position = await asyncio.wait_for(consumer.position(tp), 0.05)
         except TimeoutError:
             return True  # the position is being reset (after a seek or an assignment)
-        except Exception as exc:  # noqa: BLE001 - not assigned any more: nothing to wait for
+        except Exception as exc:
             log.debug("lag of %s unknown: %r", tp, exc)
             return False
         return bool(position < end)

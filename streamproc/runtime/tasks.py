@@ -1,6 +1,6 @@
 """The daemon's view of its tasks: which input partitions and changelog partitions each one owns.
 
-A :class:`ManagedTask` wraps a :class:`~streamproc.runtime.task.Task` with its run state:
+A :class:`ManagedTask` wraps a :class:`~streamproc.engine.task.Task` with its run state:
 ``RESTORING`` (input paused, stores being rebuilt), ``RUNNING`` or ``CLOSED``. The
 :class:`TaskRegistry` maps input partitions to tasks (a task of a sub-topology with several
 co-partitioned sources owns one partition of each).
@@ -16,8 +16,8 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from ..engine.task import Task, TaskId
 from .partition_group import PartitionGroup
-from .task import Task, TaskId
 
 __all__ = ["ManagedTask", "TaskRegistry", "TaskState"]
 

@@ -3,7 +3,7 @@
 This module is pure Python (no Spark import): :func:`process_rows` is what every Spark partition
 runs, and what the unit tests run directly. It imports the user's topology module by name, builds
 the topology once per Python worker, and for every task partition found in its input creates a
-:class:`streamproc.runtime.task.Task` (change-logging off: nothing is restored or written back)
+:class:`streamproc.engine.task.Task` (change-logging off: nothing is restored or written back)
 and feeds it the rows one by one, in the order they arrive. The caller (the Spark job) sorts the
 rows by ``(partition, <order key>)`` so each task partition's rows are contiguous and ordered.
 
@@ -104,13 +104,13 @@ def load_topology(module: str, extra_path: Iterable[str] = ()) -> Any:
 
 def wire_bytes(value: Any, what: str) -> bytes | None:
     """A sink output key/value as the bytes the live daemon writes (bytes unchanged, else JSON)."""
-    from ..runtime.producer import to_bytes
+    from ..engine.partitioning import to_bytes
 
     return to_bytes(value, what)
 
 
 def _make_task(topology: Any, plan: StagePlan, partition: int) -> Any:
-    from ..runtime.task import Task
+    from ..engine.task import Task
 
     return Task(topology, plan.subtopology_id, partition, plan.application_id, changelog=False)
 
@@ -164,7 +164,7 @@ def process_rows(plan: StagePlan, rows: Iterable[Any]) -> Iterator[tuple]:
             n = counts.get(topic)
             dest = None
             if n is not None:
-                from ..runtime.producer import partition_for
+                from ..engine.partitioning import partition_for
 
                 dest = partition_for(key, n) if key is not None else state["out"] % n
             yield ("out", topic, current, state["out"], int(out.timestamp), key, value, dest, None, None)

@@ -9,7 +9,7 @@ from typing import Any
 
 from streamproc.dsl import EmitStrategy, JoinWindows, SessionWindows, StreamsBuilder, TimeWindows, Topology
 from streamproc.records import Windowed
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 __all__ = ["run"]
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from streamproc.runtime.task import Task
+from streamproc.engine.task import Task
 
 __all__ = ["harness", "read_all", "restored_task", "store_contents", "topic_configs"]
 

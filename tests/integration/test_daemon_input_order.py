@@ -23,8 +23,8 @@ import pytest
 
 from streamproc import serde
 from streamproc.dsl import EmitStrategy, JoinWindows, StreamsBuilder, TimeWindows, Topology
-from streamproc.runtime.test_driver import TopologyTestDriver
 from streamproc.spark.ordering import offset_order
+from streamproc.testing import TopologyTestDriver
 from tests.fixtures.kafka import Out, consume_all, produce, unique_name
 from tests.integration.test_daemon_support import recent_base_ts, running_app, wait_until
 

@@ -18,9 +18,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from streamproc.config import Config
+from streamproc.engine.partitioning import partition_for
 from streamproc.runtime.app import StreamApp
-from streamproc.runtime.producer import partition_for
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 __all__ = ["committed_offsets", "decode", "expected_by_partition", "recent_base_ts", "running_app", "wait_until"]
 

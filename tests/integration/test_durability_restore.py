@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from streamproc.engine.task import Task, TaskId
 from streamproc.records import Windowed
 from streamproc.runtime.restore import Restorer
-from streamproc.runtime.task import Task, TaskId
 from tests.fixtures.kafka import Out, produce, topic_partitions, unique_name
 from tests.integration.durability_support import topic_configs
 from tests.integration.test_daemon_support import running_app, wait_until

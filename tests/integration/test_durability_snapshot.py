@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
+from streamproc.engine.task import TaskId
 from streamproc.records import Windowed
 from streamproc.runtime.snapshot import read_snapshot, write_snapshot
-from streamproc.runtime.task import TaskId
 from streamproc.stores.changelog_format import session_changelog_key
 from tests.fixtures.kafka import Out, end_offsets, kafka_admin, produce, unique_name
 from tests.integration.durability_support import recent_click_stream, restored_task, store_contents

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from streamproc.runtime.producer import partition_for
+from streamproc.engine.partitioning import partition_for
 from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
 from tests.integration.test_daemon_support import committed_offsets, decode, read_topic, running_app
 
@@ -69,7 +69,7 @@ async def _wait_committed(bootstrap: str, app_id: str, topics: list[str]) -> Non
 
 
 async def test_pageviews_daemon_equals_driver_across_a_restore(kafka_bootstrap: str, topic_factory: Any) -> None:
-    from streamproc.runtime.test_driver import TopologyTestDriver
+    from streamproc.testing import TopologyTestDriver
     from topologies import pageviews
 
     views_topic = await topic_factory(PARTITIONS, prefix="page-views")

@@ -67,7 +67,7 @@ def _nonzero(sums: dict[str, Any]) -> dict[str, Any]:
 
 async def test_table_join_and_group_by_aggregate_on_the_daemon_equal_the_driver(kafka_bootstrap: str,
                                                                               topic_factory: Any) -> None:
-    from streamproc.runtime.test_driver import TopologyTestDriver
+    from streamproc.testing import TopologyTestDriver
 
     orders = await topic_factory(PARTITIONS, prefix="orders")
     customers = await topic_factory(PARTITIONS, prefix="customers")

@@ -40,7 +40,7 @@ def sentences(base: int, n: int, seed: int) -> list[tuple[str | None, str, int]]
 
 def expected_counts(build: Any, records: list[tuple[str | None, str, int]], output: str,
                     input: str) -> dict[str, int]:
-    from streamproc.runtime.test_driver import TopologyTestDriver
+    from streamproc.testing import TopologyTestDriver
 
     with TopologyTestDriver(build()) as d:
         for key, value, ts in records:

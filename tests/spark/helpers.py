@@ -127,9 +127,9 @@ def run_reference(topology: Any, records: Sequence[In], *, order: str = "offset"
     Each task partition's outputs are listed in production order; tasks in (stage, partition)
     order. Unreadable records (SerializationError) are skipped and counted.
     """
+    from streamproc.engine.partitioning import partition_for, to_bytes
+    from streamproc.engine.task import Task
     from streamproc.errors import ProcessingError, SerializationError
-    from streamproc.runtime.producer import partition_for, to_bytes
-    from streamproc.runtime.task import Task
     from streamproc.spark.job import plan_stages, repartition_topics
 
     stages = plan_stages(topology, application_id)
@@ -274,7 +274,7 @@ def drive(topology: Any, records: Sequence[In], application_id: str) -> tuple[li
     output record as (topic, key, value, timestamp) in output order, and the dropped count.
 
     Keys/values are decoded with the source serdes first (the driver serialises them back)."""
-    from streamproc.runtime.test_driver import TopologyTestDriver
+    from streamproc.testing import TopologyTestDriver
 
     with TopologyTestDriver(topology, application_id=application_id, changelog=False) as d:
         inputs = {}

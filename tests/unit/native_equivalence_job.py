@@ -17,10 +17,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from streamproc import _native  # noqa: E402
-from streamproc.dsl import EmitStrategy  # noqa: E402
-from streamproc.runtime.test_driver import TopologyTestDriver  # noqa: E402
-from topologies import currency, pageviews, sessions  # noqa: E402
+from streamproc import _native
+from streamproc.dsl import EmitStrategy
+from streamproc.testing import TopologyTestDriver
+from topologies import currency, pageviews, sessions
 
 MIN = 60_000
 

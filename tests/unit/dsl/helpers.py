@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamproc.dsl import EmitStrategy, SessionWindows, StreamsBuilder, Topology
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 ADAPTERS = ("count", "reduce", "aggregate")
 

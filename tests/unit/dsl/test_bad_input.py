@@ -9,7 +9,7 @@ import pytest
 
 from streamproc.dsl import EmitStrategy, Materialized, SessionWindows, StreamsBuilder
 from streamproc.errors import ProcessingError
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 @pytest.mark.parametrize("gap", [0, -1, timedelta(0)])
@@ -178,9 +178,9 @@ def test_none_keys_and_late_records_are_dropped_counted_and_logged_once(emit, ca
 
 def test_source_serde_failure_names_the_record_position() -> None:
     from streamproc import serde
+    from streamproc.engine.task import Task
     from streamproc.errors import SerializationError
     from streamproc.records import Record
-    from streamproc.runtime.task import Task
 
     b = StreamsBuilder()
     b.stream("in", value_serde=serde.JSON).to("out")

@@ -12,7 +12,7 @@ from streamproc import serde
 from streamproc.dsl import StreamsBuilder
 from streamproc.errors import ProcessingError
 from streamproc.processor import STREAM_TIME, WALL_CLOCK_TIME, KeyValueStoreBuilder, UserProcessor
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 from topologies import dedup
 
 

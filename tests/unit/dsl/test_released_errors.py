@@ -16,12 +16,12 @@ import pytest
 
 from streamproc import serde
 from streamproc.dsl import JoinWindows, StreamsBuilder, Topology
+from streamproc.engine.task import Task
 from streamproc.errors import ProcessingError
 from streamproc.processors.origin import UNKNOWN_ORIGIN, Origin
 from streamproc.processors.serdes import buffered_value_serde
 from streamproc.processors.stream_join import unmatched_value_serde
-from streamproc.runtime.task import Task
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 def _joiner(v: Any, other: Any) -> Any:

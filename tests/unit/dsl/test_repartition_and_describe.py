@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from streamproc import serde
 from streamproc.dsl import SessionWindows, StreamsBuilder
+from streamproc.engine.task import Task
 from streamproc.records import Record, Windowed
-from streamproc.runtime.task import Task
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 def _rekeyed_count():

@@ -7,8 +7,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamproc.dsl import EmitStrategy
-from streamproc.runtime.task import Task
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.engine.task import Task
+from streamproc.testing import TopologyTestDriver
 
 from .helpers import ADAPTERS, join_topology, session_topology
 

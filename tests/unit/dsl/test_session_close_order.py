@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from streamproc.dsl import EmitStrategy, SessionWindows, StreamsBuilder
 from streamproc.records import Windowed
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 def _topology():  # type: ignore[no-untyped-def]

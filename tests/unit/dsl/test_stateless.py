@@ -8,7 +8,7 @@ from streamproc import serde
 from streamproc.dsl import StreamsBuilder
 from streamproc.errors import ProcessingError
 from streamproc.records import KeyValue, Record
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 def _run(build, inputs, outputs=("out",), topic="in"):
@@ -100,7 +100,7 @@ def test_serdes_are_a_bytes_round_trip() -> None:
         d.input_topic("in").pipe("k", {"n": 1}, 7)
         assert d.output_topic("out").read_records() == [Record("k", {"n": 2}, 7)]
     task_outputs = []
-    from streamproc.runtime.task import Task
+    from streamproc.engine.task import Task
     task = Task(topology, 0, 0, "app")
     task.process("in", 0, [Record(b"k", b'{"n":41}', 9, offset=3)])
     task_outputs = task.drain_outputs()
@@ -110,7 +110,7 @@ def test_serdes_are_a_bytes_round_trip() -> None:
 def test_without_serdes_bytes_pass_through_the_task_untouched() -> None:
     b = StreamsBuilder()
     b.stream("in").to("out")
-    from streamproc.runtime.task import Task
+    from streamproc.engine.task import Task
     task = Task(b.build(), 0, 0, "app")
     task.process("in", 0, [Record(b"\x00k", b"\xff", 1, headers=(("h", b"1"),))])
     assert [tuple(o) for o in task.drain_outputs()] == [("out", b"\x00k", b"\xff", 1, (("h", b"1"),))]

@@ -11,7 +11,7 @@ import pytest
 
 from streamproc.dsl import Materialized, StreamsBuilder, Topology
 from streamproc.errors import ProcessingError
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 from topologies import wordcount
 
 from .helpers import ADAPTERS

@@ -11,10 +11,10 @@ import pytest
 
 from streamproc import serde
 from streamproc.dsl import Joined, JoinWindows, StreamsBuilder
+from streamproc.engine.task import Task
 from streamproc.errors import ProcessingError
 from streamproc.records import Record
-from streamproc.runtime.task import Task
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 def _topology(kind="join", windows=None, name="j", **source_serdes):

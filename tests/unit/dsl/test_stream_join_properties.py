@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamproc.dsl import JoinWindows, StreamsBuilder, Topology
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 from .window_reference import StreamJoinReference
 

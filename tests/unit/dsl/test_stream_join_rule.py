@@ -23,7 +23,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamproc.dsl import JoinWindows, StreamsBuilder
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 KINDS = ("join", "left_join", "outer_join")
 LEFT, RIGHT = "left", "right"

@@ -15,7 +15,7 @@ import pytest
 
 from streamproc.dsl import SessionWindows, StreamsBuilder, Topology
 from streamproc.errors import ProcessingError
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 Out = list[tuple[Any, Any, int]]
 

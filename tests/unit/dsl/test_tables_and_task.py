@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from streamproc import serde
 from streamproc.dsl import StreamsBuilder
+from streamproc.engine.task import Task, TaskId
 from streamproc.records import Record
-from streamproc.runtime.task import Task, TaskId
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 def test_versioned_table_to_stream_forwards_only_new_latest_versions() -> None:

@@ -11,11 +11,11 @@ import pytest
 
 from streamproc import serde
 from streamproc.dsl import EmitStrategy, Materialized, StreamsBuilder, TimeWindows, ValueAndTimestamp
+from streamproc.engine.task import Task
 from streamproc.errors import ProcessingError
 from streamproc.processors.window_aggregate import timestamped_serde
 from streamproc.records import Record, Windowed
-from streamproc.runtime.task import Task
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 
 def _count_topology(windows, emit=EmitStrategy.ON_WINDOW_UPDATE, name="counts", **kwargs):

@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from streamproc.dsl import EmitStrategy, StreamsBuilder, TimeWindows, Topology
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 from .helpers import ADAPTERS, as_tuples
 from .window_reference import TimeWindowReference

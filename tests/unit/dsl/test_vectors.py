@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from streamproc.dsl import EmitStrategy, SessionWindows, StreamsBuilder
 from streamproc.records import Record, Windowed
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 
 from .helpers import join_topology
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aiokafka.partitioner import DefaultPartitioner
 
+from streamproc.engine.error_policy import Stage, classify, dead_letter_headers
+from streamproc.engine.partitioning import partition_for, to_bytes
 from streamproc.errors import ProcessingError, SerializationError
-from streamproc.runtime.error_policy import Stage, classify, dead_letter_headers
-from streamproc.runtime.producer import partition_for, to_bytes
 
 
 def test_classify() -> None:

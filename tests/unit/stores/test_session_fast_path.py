@@ -17,8 +17,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from streamproc.dsl import EmitStrategy, SessionWindows, StreamsBuilder, Topology
+from streamproc.engine.task import Task
 from streamproc.records import Record
-from streamproc.runtime.task import Task
 
 from .hypothesis_settings import PROPERTY
 

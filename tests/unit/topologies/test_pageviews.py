@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streamproc.records import Record
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 from topologies import pageviews
 
 MIN = 60_000

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from streamproc.dsl import EmitStrategy
 from streamproc.records import Record
-from streamproc.runtime.test_driver import TopologyTestDriver
+from streamproc.testing import TopologyTestDriver
 from topologies import sessions
 
 MIN = 60_000

@@ -1,6 +1,6 @@
 """TopologyTestDriver: run a topology without a broker, deterministically.
 
-The driver builds one :class:`~streamproc.runtime.task.Task` per sub-topology (partition 0) — the same
+The driver builds one :class:`~streamproc.engine.task.Task` per sub-topology (partition 0) — the same
 operators and change-logged stores the daemon runs — and moves records between them in memory::
 
     with TopologyTestDriver(topology, application_id="t") as d:
@@ -205,7 +205,7 @@ class TopologyTestDriver:
                  changelogs: Mapping[str, Iterable[Any]] | None = None, changelog: bool = True,
                  released_error_policy: str = "fail") -> None:
         if not isinstance(topology, Topology):
-            raise ValueError(f"TopologyTestDriver needs a Topology (StreamsBuilder.build()), "  # noqa: TRY004
+            raise ValueError(f"TopologyTestDriver needs a Topology (StreamsBuilder.build()), "
                              f"got {type(topology).__name__} {topology!r}")
         try:
             self.released_error_policy = ErrorPolicy(released_error_policy)

@@ -1,6 +1,6 @@
 """Task: one partition of one sub-topology — its stores and processor graph.
 
-The daemon and the :class:`~streamproc.runtime.test_driver.TopologyTestDriver` run the same class::
+The daemon and the :class:`~streamproc.engine.test_driver.TopologyTestDriver` run the same class::
 
     task = Task(topology, subtopology_id=0, partition=3, application_id="sessions")
     task.stores["session-counts"].restore(changelog_records)   # before the first record
@@ -74,7 +74,7 @@ class Task:
     def __init__(self, topology: Topology, subtopology_id: int, partition: int, application_id: str,
                  changelog: bool = True) -> None:
         if not isinstance(topology, Topology):
-            raise ValueError(f"Task needs a Topology (StreamsBuilder.build()), got {type(topology).__name__}")  # noqa: TRY004 - bad input is a ValueError
+            raise ValueError(f"Task needs a Topology (StreamsBuilder.build()), got {type(topology).__name__}")
         if not isinstance(application_id, str) or not application_id:
             raise ValueError(f"application_id must be a non-empty str, got {application_id!r}")
         self.topology = topology
