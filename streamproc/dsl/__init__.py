@@ -1,17 +1,27 @@
-"""The DSL: build a topology from streams, tables, operators, session- and time-window aggregations and joins."""
+"""The DSL: build a topology from streams, tables, operators, session- and time-window aggregations and joins.
+
+Modules, each importing only those listed before it: ``options`` (operator options), ``windows``
+(window kinds), ``graph`` (nodes and store specs), ``describe`` and ``topology`` (the built
+topology), ``graph_builder`` (the internal builder and :class:`Flow`), ``table_graph``,
+``aggregation_graph`` and ``join_graph`` (how the larger operators are recorded), ``streams`` (the
+public stream and table classes) and ``builder`` (:class:`StreamsBuilder`).
+"""
 
 from ..processors.window_aggregate import ValueAndTimestamp
 from ..records import Windowed
 from .builder import StreamsBuilder
-from .kgrouped import KGroupedStream, SessionWindowedKStream
-from .kgrouped_table import KGroupedTable
-from .kstream import BranchedKStream, KStream
-from .ktable import KTable
 from .options import Consumed, Grouped, Joined, Materialized, Named, Produced
-from .time_windowed import TimeWindowedKStream
-from .time_windows import JoinWindows, TimeWindows
+from .streams import (
+    BranchedKStream,
+    KGroupedStream,
+    KGroupedTable,
+    KStream,
+    KTable,
+    SessionWindowedKStream,
+    TimeWindowedKStream,
+)
 from .topology import SubTopology, Topology
-from .windows import EmitStrategy, SessionWindows
+from .windows import EmitStrategy, JoinWindows, SessionWindows, TimeWindows
 
 __all__ = [
     "BranchedKStream",

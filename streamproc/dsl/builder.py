@@ -24,16 +24,18 @@ naming the store or topic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from ..processors.io import SourceProcessor
 from ..processors.serdes import JSON_OR_BYTES, JSON_OR_BYTES_KEY
 from ..processors.table import TableSourceProcessor
 from ..serde import Serde
 from ..time import Duration, duration_ms
-from .graph import KeyValueStoreBuilder, Node, StoreSpec
-from .options import Consumed, check_name, check_serde
+from .graph import KeyValueStoreBuilder, StoreSpec
+from .graph_builder import Flow, GraphBuilder
+from .options import Consumed, Materialized, check_serde
+from .streams import KStream, KTable
+from .table_graph import TableFlow, TableState
 from .topology import Topology
 
 __all__ = ["StreamsBuilder"]
@@ -53,75 +55,7 @@ class StreamsBuilder:
             self.default_serde = check_serde(default_serde, "default_serde", "StreamsBuilder")
             self.default_key_serde = self.default_serde
         self.application_id = application_id
-        self._nodes: list[Node] = []
-        self._stores: dict[str, StoreSpec] = {}
-        self._names: dict[str, Node] = {}
-        self._reserved: set[str] = set()
-        self._source_topics: dict[str, str] = {}
-        self._index = 0
-
-    # -- naming and registration (used by the DSL classes) ------------------------------------------
-    def _new_name(self, given: str | None, prefix: str, what: str) -> str:
-        index = self._index
-        self._index += 1
-        if given is None:
-            name = f"{prefix}-{index:010d}"
-        else:
-            name = check_name(given, what) or ""
-        if name in self._reserved or name in self._stores:
-            holder = self._names.get(name)
-            desc = f"operator {holder.name!r} ({holder.op})" if holder is not None else "another operator or store"
-            raise ValueError(
-                f"name {name!r} of {what} is already used by {desc} of this topology; "
-                f"every operator needs a unique name (it names its store and changelog topic)"
-            )
-        self._reserved.add(name)
-        return name
-
-    def _add_node(self, name: str, kind: str, op: str, make: Callable[[], Any], parents: Iterable[Node] = (),
-                  stores: tuple[str, ...] = (), topics: tuple[str, ...] = (), internal: bool = False,
-                  key_serde: Serde | None = None, value_serde: Serde | None = None) -> Node:
-        node = Node(index=len(self._nodes), name=name, kind=kind, op=op, make=make, stores=stores,
-                    topics=topics, internal=internal, key_serde=key_serde, value_serde=value_serde)
-        for parent in parents:
-            node.parents.append(parent)
-            parent.children.append(node)
-        self._nodes.append(node)
-        self._names[name] = node
-        return node
-
-    def _add_store(self, spec: StoreSpec) -> None:
-        if spec.name in self._stores or (spec.name in self._reserved and spec.name != spec.owner):
-            raise ValueError(
-                f"store name {spec.name!r} (of operator {spec.owner!r}) is already used in this topology; "
-                f"give the operator another name"
-            )
-        self._stores[spec.name] = spec
-
-    def _serde(self, what: str, *candidates: Serde | None) -> Serde:
-        """The first serde among ``candidates`` and the default; ValueError when there is none."""
-        for candidate in candidates:
-            if candidate is not None:
-                return candidate
-        default = self.default_key_serde if what.startswith("key") else self.default_serde
-        if default is None:
-            raise ValueError(
-                f"{what} needs a serde and none is known: pass key_serde=/value_serde= (or a "
-                f"Materialized/Grouped) to the operator, give the source topic serdes, or build with "
-                f"StreamsBuilder(default_serde=...)"
-            )
-        return default
-
-    def _register_topic(self, topic: Any, node_name: str) -> str:
-        if not isinstance(topic, str) or not topic:
-            raise ValueError(f"topic names must be non-empty str, got {topic!r}")
-        if topic in self._source_topics:
-            raise ValueError(
-                f"topic {topic!r} is already a source of this topology (node {self._source_topics[topic]!r}); "
-                f"read it once and reuse the KStream/KTable"
-            )
-        self._source_topics[topic] = node_name
-        return topic
+        self._graph = GraphBuilder(self.default_key_serde, self.default_serde)
 
     # -- sources --------------------------------------------------------------------------------------
     def stream(self, topics: str | Iterable[str], key_serde: Any = None, value_serde: Any = None,
@@ -131,20 +65,16 @@ class StreamsBuilder:
         ``key_serde``/``value_serde`` deserialise the topic's bytes (absent: records pass through as
         they come, which in the test driver means Python objects).
         """
-        from .kstream import KStream
-
         consumed = consumed or Consumed()
         topic_list = [topics] if isinstance(topics, str) else list(topics)
         if not topic_list:
             raise ValueError("stream() needs at least one topic")
         ks = check_serde(key_serde if key_serde is not None else consumed.key_serde, "key_serde", "stream()")
         vs = check_serde(value_serde if value_serde is not None else consumed.value_serde, "value_serde", "stream()")
-        node_name = self._new_name(name or consumed.name, "KSTREAM-SOURCE", "stream source")
-        registered = tuple(self._register_topic(t, node_name) for t in topic_list)
-        node = self._add_node(node_name, "source", "source",
-                              lambda: SourceProcessor(node_name, registered, ks, vs),
-                              topics=registered, key_serde=ks, value_serde=vs)
-        return KStream(self, node, ks, vs)
+        g = self._graph
+        node_name = g.new_name(name or consumed.name, "KSTREAM-SOURCE", "stream source")
+        registered = tuple(g.register_source_topic(t, node_name) for t in topic_list)
+        return KStream(g, Flow(g.add_source(node_name, registered, ks, vs), ks, vs, False))
 
     def table(self, topic: str, name: str | None = None, versioned: Duration | None = None,
               key_serde: Any = None, value_serde: Any = None, materialized: Any = None) -> KTable:
@@ -155,9 +85,6 @@ class StreamsBuilder:
         look values up as of each record's timestamp. ``name`` names the store (default
         ``<topic>-STATE-STORE-<index>``) and its changelog.
         """
-        from .ktable import KTable, TableState
-        from .options import Materialized
-
         mat = materialized or Materialized()
         ks = check_serde(key_serde if key_serde is not None else mat.key_serde, "key_serde", f"table({topic!r})")
         vs = check_serde(value_serde if value_serde is not None else mat.value_serde, "value_serde",
@@ -165,26 +92,24 @@ class StreamsBuilder:
         history: int | None = None
         if versioned is not None:
             history = duration_ms(versioned, "versioned (history retention)", f"table {topic!r}")
-        source_name = self._new_name(None, "KSTREAM-SOURCE", "table source")
-        registered = (self._register_topic(topic, source_name),)
-        store_name = self._new_name(name or mat.name, f"{topic}-STATE-STORE", f"table {topic!r}")
-        source = self._add_node(source_name, "source", "source",
-                                lambda: SourceProcessor(source_name, registered, ks, vs),
-                                topics=registered, key_serde=ks, value_serde=vs)
+        g = self._graph
+        source_name = g.new_name(None, "KSTREAM-SOURCE", "table source")
+        registered = (g.register_source_topic(topic, source_name),)
+        store_name = g.new_name(name or mat.name, f"{topic}-STATE-STORE", f"table {topic!r}")
+        source = g.add_source(source_name, registered, ks, vs)
         kind = "versioned" if history is not None else "key_value"
-        spec = StoreSpec(name=store_name, kind=kind, owner=store_name,
-                         key_serde=self._serde(f"key of table store {store_name!r}", ks),
-                         value_serde=self._serde(f"value of table store {store_name!r}", vs),
-                         history_retention_ms=history, logging=mat.logging)
-        self._add_store(spec)
+        g.add_store(StoreSpec(name=store_name, kind=kind, owner=store_name,
+                              key_serde=g.serde(f"key of table store {store_name!r}", ks),
+                              value_serde=g.serde(f"value of table store {store_name!r}", vs),
+                              history_retention_ms=history, logging=mat.logging))
         is_versioned = history is not None
         state = TableState()
-        node = self._add_node(store_name, "processor", "versioned-table" if is_versioned else "table",
-                              lambda: TableSourceProcessor(store_name, store_name, is_versioned,
-                                                           state.timestamped_store, state.send_old_values),
-                              parents=[source], stores=(store_name,))
-        return KTable(self, node, store_name=store_name, key_serde=ks, value_serde=vs,
-                      history_retention_ms=history, windowed=False, state=state)
+        node = g.add_node(store_name, "processor", "versioned-table" if is_versioned else "table",
+                          lambda: TableSourceProcessor(store_name, store_name, is_versioned,
+                                                       state.timestamped_store, state.send_old_values),
+                          parents=[source], stores=(store_name,))
+        return KTable(g, TableFlow(node, store_name=store_name, key_serde=ks, value_serde=vs,
+                                   history_retention_ms=history, state=state))
 
     # -- Processor API ---------------------------------------------------------------------------------
     def add_state_store(self, store_builder: KeyValueStoreBuilder) -> StreamsBuilder:
@@ -194,13 +119,14 @@ class StreamsBuilder:
         if not isinstance(store_builder, KeyValueStoreBuilder):
             raise ValueError(f"add_state_store() needs a KeyValueStoreBuilder(name, key_serde, value_serde), "  # noqa: TRY004 - bad input is a ValueError
                              f"got {store_builder!r}")
-        name = self._new_name(store_builder.name, "", "state store")
-        self._add_store(StoreSpec(
+        g = self._graph
+        name = g.new_name(store_builder.name, "", "state store")
+        g.add_store(StoreSpec(
             name=name, kind="key_value", owner=name,
-            key_serde=self._serde(f"key of state store {name!r}", check_serde(store_builder.key_serde, "key_serde",
-                                                                               f"state store {name!r}")),
-            value_serde=self._serde(f"value of state store {name!r}",
-                                    check_serde(store_builder.value_serde, "value_serde", f"state store {name!r}")),
+            key_serde=g.serde(f"key of state store {name!r}", check_serde(store_builder.key_serde, "key_serde",
+                                                                           f"state store {name!r}")),
+            value_serde=g.serde(f"value of state store {name!r}",
+                                check_serde(store_builder.value_serde, "value_serde", f"state store {name!r}")),
             logging=bool(store_builder.logging)))
         return self
 
@@ -208,10 +134,4 @@ class StreamsBuilder:
     def build(self, application_id: str | None = None) -> Topology:
         """The :class:`Topology` recorded so far (``application_id`` names internal topics in
         ``describe()`` and ``subtopologies``; tasks and the test driver use their own)."""
-        if not self._nodes:
-            raise ValueError("the topology is empty: add a stream() or table() before build()")
-        return Topology(self._nodes, self._stores, application_id or self.application_id)
-
-
-from .kstream import KStream
-from .ktable import KTable
+        return self._graph.build(application_id or self.application_id)

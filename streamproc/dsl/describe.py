@@ -17,30 +17,30 @@ Text (Kafka Streams style)::
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .graph import Node
-    from .topology import Topology
+from .graph import Node, SubTopology
 
 __all__ = ["describe_mermaid", "describe_text"]
 
 
-def _topics(topology: Topology, node: Node) -> list[str]:
-    app = topology.application_id
+def _topics(app: str | None, node: Node) -> list[str]:
     if node.internal:
         return [f"{app}-{t}" if app else t for t in node.topics]
     return list(node.topics)
 
 
-def describe_text(topology: Topology) -> str:
+def describe_text(subtopologies: Sequence[SubTopology], node_named: Callable[[str], Node],
+                  application_id: str | None) -> str:
+    """Kafka Streams' text form: each sub-topology's nodes with their topics, stores and edges, then
+    its stores (``<application_id>`` stands in changelog names when ``application_id`` is None)."""
     lines = ["Topologies:"]
-    app = topology.application_id or "<application_id>"
-    for sub in topology.subtopologies:
+    app = application_id or "<application_id>"
+    for sub in subtopologies:
         lines.append(f"   Sub-topology: {sub.id}")
         for name in sub.nodes:
-            node = topology.node(name)
-            topics = _topics(topology, node)
+            node = node_named(name)
+            topics = _topics(application_id, node)
             if node.kind == "source":
                 lines.append(f"    Source: {node.name} (topics: [{', '.join(topics)}])")
             elif node.kind == "sink":
@@ -60,9 +60,7 @@ def describe_text(topology: Topology) -> str:
                     extra.append(f"retention={spec.retention_ms} ms")
                 if spec.history_retention_ms is not None:
                     extra.append(f"history retention={spec.history_retention_ms} ms")
-                describe_extra = getattr(spec, "describe_extra", None)
-                if describe_extra is not None:
-                    extra.extend(describe_extra())
+                extra.extend(spec.describe_extra())
                 extra.append(f"changelog: {spec.changelog_topic(app)}" if spec.logging else "no changelog")
                 lines.append(f"      {spec.name} ({spec.kind}, {', '.join(extra)})")
         lines.append("")
@@ -73,15 +71,16 @@ def _id(prefix: str, name: str) -> str:
     return prefix + re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
-def describe_mermaid(topology: Topology) -> str:
+def describe_mermaid(subtopologies: Sequence[SubTopology], node_named: Callable[[str], Node],
+                     application_id: str | None) -> str:
     """A Mermaid ``flowchart`` with one subgraph per sub-topology; topics as stadiums, stores as cylinders."""
     lines = ["flowchart TD"]
     edges: list[str] = []
     topics_seen: set[str] = set()
-    for sub in topology.subtopologies:
+    for sub in subtopologies:
         lines.append(f'  subgraph sub{sub.id}["Sub-topology {sub.id}"]')
         for name in sub.nodes:
-            node = topology.node(name)
+            node = node_named(name)
             nid = _id("n_", node.name)
             lines.append(f'    {nid}["{node.name}<br/>{node.op}"]')
             for child in node.children:
@@ -92,8 +91,8 @@ def describe_mermaid(topology: Topology) -> str:
             lines.append(f'    {_id("s_", spec.name)}[("{spec.name}<br/>{spec.kind} store")]')
         lines.append("  end")
         for name in sub.nodes:
-            node = topology.node(name)
-            for topic in _topics(topology, node):
+            node = node_named(name)
+            for topic in _topics(application_id, node):
                 tid = _id("t_", topic)
                 if tid not in topics_seen:
                     topics_seen.add(tid)

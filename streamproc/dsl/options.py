@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import serde as _serde
+from ..serde import Serde, by_name
 from ..time import Duration
 
 __all__ = ["Consumed", "Grouped", "Joined", "Materialized", "Named", "Produced", "check_callable", "check_name",
@@ -23,16 +23,16 @@ def check_callable(fn: Any, arg: str, op: str) -> Callable[..., Any]:
     return fn
 
 
-def check_serde(value: Any, arg: str, owner: str) -> _serde.Serde | None:
+def check_serde(value: Any, arg: str, owner: str) -> Serde | None:
     """Return ``value`` as a :class:`~streamproc.serde.Serde` (a Serde, a built-in name, or None).
 
     Anything else is a ``ValueError`` naming the argument, its owner and the value.
     """
-    if value is None or isinstance(value, _serde.Serde):
+    if value is None or isinstance(value, Serde):
         return value
     if isinstance(value, str):
         try:
-            return _serde.by_name(value)
+            return by_name(value)
         except ValueError as exc:
             raise ValueError(f"{arg} of {owner}: {exc}") from None
     raise ValueError(

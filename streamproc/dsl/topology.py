@@ -13,32 +13,13 @@ Repartition topics are internal: their run-time name is ``<application_id>-<name
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..serde import Serde
-from .graph import Node, StoreSpec, changelog_topic_name
+from .describe import describe_mermaid, describe_text
+from .graph import Node, StoreSpec, SubTopology, changelog_topic_name
 
 __all__ = ["SubTopology", "Topology"]
-
-
-@dataclass(frozen=True)
-class SubTopology:
-    """One connected part of a topology (topic names resolved for one application id).
-
-    ``source_topics``/``sink_topics`` include repartition topics, which are also listed in
-    ``repartition_topics``. ``changelog_topics`` maps store name to changelog topic (stores with
-    logging disabled are absent). ``changelog_configs`` maps changelog topic to its topic configs.
-    """
-
-    id: int
-    nodes: tuple[str, ...]
-    source_topics: frozenset[str]
-    sink_topics: frozenset[str]
-    repartition_topics: frozenset[str]
-    store_names: frozenset[str]
-    stores: tuple[StoreSpec, ...]
-    changelog_topics: dict[str, str]
-    changelog_configs: dict[str, dict[str, str]]
 
 
 class Topology:
@@ -180,12 +161,10 @@ class Topology:
     # -- description ----------------------------------------------------------------------------
     def describe(self, format: str = "text") -> str:
         """A readable description: ``format="text"`` (Kafka Streams style) or ``"mermaid"``."""
-        from .describe import describe_mermaid, describe_text
-
         if format == "text":
-            return describe_text(self)
+            return describe_text(self.subtopologies, self.node, self.application_id)
         if format == "mermaid":
-            return describe_mermaid(self)
+            return describe_mermaid(self.subtopologies, self.node, self.application_id)
         raise ValueError(f"unknown describe format {format!r}; use 'text' or 'mermaid'")
 
     def to_mermaid(self) -> str:

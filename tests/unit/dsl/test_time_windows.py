@@ -170,17 +170,20 @@ def test_a_raising_aggregator_leaves_every_window_unchanged() -> None:
 # -- store, retention, changelog, names -----------------------------------------------------------
 
 def test_store_retention_defaults_to_size_plus_grace_and_a_smaller_one_is_rejected() -> None:
-    def windowed():
-        return StreamsBuilder().stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(100, 50))
+    def windowed(builder: StreamsBuilder | None = None):
+        builder = builder or StreamsBuilder()
+        return builder.stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(100, 50))
 
     with pytest.raises(ValueError, match=r"at least size \+ grace = 100 \+ 50 = 150 ms, got 149 ms"):
         windowed().count(name="c", retention=149)
     with pytest.raises(ValueError, match="got 10 ms"):
         windowed().count(name="c", materialized=Materialized(retention=10))
-    b_default = windowed().count(name="c")._builder
-    assert b_default._stores["c"].retention_ms == 150
-    b_longer = windowed().count(name="c", retention=timedelta(seconds=1))._builder
-    assert b_longer._stores["c"].retention_ms == 1_000
+    b_default = StreamsBuilder()
+    windowed(b_default).count(name="c")
+    assert b_default.build().stores["c"].retention_ms == 150
+    b_longer = StreamsBuilder()
+    windowed(b_longer).count(name="c", retention=timedelta(seconds=1))
+    assert b_longer.build().stores["c"].retention_ms == 1_000
 
 
 def test_describe_names_and_changelog_topics() -> None:
