@@ -98,6 +98,10 @@ class GraphBuilder:
         self._names[name] = node
         return node
 
+    def owns(self, node: Node) -> bool:
+        """Whether ``node`` was added by this builder (streams of two builders never mix)."""
+        return self._names.get(node.name) is node
+
     def add_processor(self, flow: Flow, name: str | None, prefix: str, op: str, make: Callable[[str], Any],
                       key_serde: Serde | None, value_serde: Serde | None, key_changed: bool) -> Flow:
         """One processor below ``flow`` (``make(node_name)`` creates it for a task): the flow of its output."""
@@ -113,16 +117,14 @@ class GraphBuilder:
                              topics=topics, internal=internal, key_serde=key_serde, value_serde=value_serde)
 
     def add_sink(self, parent: Node, name: str, topic: str, key_serde: Serde | None, value_serde: Serde | None,
-                 internal: bool = False, drop_null_keys: bool = True) -> Node:
+                 internal: bool = False, drop_null_keys: bool = False) -> Node:
         """A sink node writing ``topic`` (a repartition topic when ``internal``; records with a None
-        key are dropped there unless ``drop_null_keys`` is False)."""
-        if internal:
-            make = lambda: SinkProcessor(name, topic, key_serde, value_serde, internal=True,  # noqa: E731
-                                         drop_null_keys=drop_null_keys)
-        else:
-            make = lambda: SinkProcessor(name, topic, key_serde, value_serde)  # noqa: E731
-        return self.add_node(name, "sink", "repartition-sink" if internal else "sink", make, parents=[parent],
-                             topics=(topic,), internal=internal, key_serde=key_serde, value_serde=value_serde)
+        key are dropped there when ``drop_null_keys``)."""
+        return self.add_node(name, "sink", "repartition-sink" if internal else "sink",
+                             lambda: SinkProcessor(name, topic, key_serde, value_serde, internal=internal,
+                                                   drop_null_keys=drop_null_keys),
+                             parents=[parent], topics=(topic,), internal=internal, key_serde=key_serde,
+                             value_serde=value_serde)
 
     def repartition_through(self, parent: Node, topic: str, key_serde: Serde, value_serde: Serde,
                             drop_null_keys: bool = True) -> Node:

@@ -76,6 +76,11 @@ class KStream:
         return self._flow.node.name
 
     @property
+    def flow(self) -> Flow:
+        """This stream's position in the graph (what the DSL's own modules build on)."""
+        return self._flow
+
+    @property
     def key_serde(self) -> Serde | None:
         """The serde known for this stream's keys (None: unknown)."""
         return self._flow.key_serde
@@ -93,7 +98,7 @@ class KStream:
     def _same_builder(self, other: Any, what: str, op: str) -> Any:
         """``other`` when it is a ``what`` (KStream/KTable) of this stream's builder, else a ValueError."""
         kind = KStream if what == "KStream" else KTable
-        if not isinstance(other, kind) or other._graph is not self._graph:
+        if not isinstance(other, kind) or not self._graph.owns(other.flow.node):
             raise ValueError(f"{op}() needs a {what} of the same StreamsBuilder, got {other!r}")
         return other
 
@@ -154,7 +159,7 @@ class KStream:
     def merge(self, other: KStream, name: str | None = None) -> KStream:
         """The records of both streams (in processing order)."""
         other = self._same_builder(other, "KStream", "merge")
-        g, f, o = self._graph, self._flow, other._flow
+        g, f, o = self._graph, self._flow, other.flow
         node_name = g.new_name(name, "KSTREAM-MERGE", "merge()")
         node = g.add_node(node_name, "processor", "merge", lambda: PassThroughProcessor(node_name),
                           parents=[f.node, o.node])
@@ -291,7 +296,7 @@ class KStream:
             raise ValueError(f"{op}() with a table takes grace= (a duration), not JoinWindows; JoinWindows are "
                              f"for joining two streams")
         partner = self._same_builder(other, "KTable", op)
-        return KStream(self._graph, stream_table_join(self._graph, self._flow, partner._table, fn, grace, name,
+        return KStream(self._graph, stream_table_join(self._graph, self._flow, partner.flow, fn, grace, name,
                                                       joined, left=op == "left_join"))
 
     def _stream_join(self, other: Any, joiner: Callable[[Any, Any], Any], positional: Any,
@@ -299,7 +304,7 @@ class KStream:
         if positional is not None and windows is not None:
             raise ValueError(f"{op}() got JoinWindows twice ({positional!r} and windows={windows!r})")
         other = self._same_builder(other, "KStream", op)
-        return KStream(self._graph, stream_stream_join(self._graph, self._flow, other._flow,
+        return KStream(self._graph, stream_stream_join(self._graph, self._flow, other.flow,
                                                        _callable(joiner, "joiner", op),
                                                        windows if windows is not None else positional, op, name,
                                                        joined))
@@ -503,7 +508,7 @@ class TimeWindowedKStream(_WindowedKStream):
                   value_serde: Any = None) -> KTable:
         """``initializer() -> agg`` per new window, then ``aggregator(key, value, agg) -> agg``."""
         if callable(name):
-            raise ValueError("aggregate() of time windows takes (initializer, aggregator): windows never merge, so "
+            raise ValueError("aggregate() of time windows takes (initializer, aggregator): windows never merge, so "  # noqa: TRY004 - bad input is a ValueError
                              "there is no merger; the third argument (here a function) is the name. A merger is "
                              "for session windows: windowed_by(SessionWindows...).aggregate(init, agg, merger)")
         return self._aggregate(Aggregation("aggregate", _callable(initializer, "initializer", "aggregate"),
@@ -530,6 +535,11 @@ class KTable:
     def name(self) -> str:
         """The table's name (its store's name)."""
         return self._table.store_name
+
+    @property
+    def flow(self) -> TableFlow:
+        """This table's position in the graph (what the DSL's own modules build on)."""
+        return self._table
 
     @property
     def store_name(self) -> str:
@@ -608,13 +618,13 @@ class KTable:
         return self._table_join(other, joiner, name, "outer_join")
 
     def _table_join(self, other: Any, joiner: Callable[[Any, Any], Any], name: str | None, op: str) -> KTable:
-        if not isinstance(other, KTable) or other._graph is not self._graph:
+        if not isinstance(other, KTable) or not self._graph.owns(other.flow.node):
             raise ValueError(f"{op}() of table {self.name!r} needs another KTable of the same StreamsBuilder, "
                              f"got {other!r}")
         self._table.check_operand(op)
-        other._table.check_operand(op)
+        other.flow.check_operand(op)
         fn = _callable(joiner, "joiner", op)
-        return KTable(self._graph, table_join(self._graph, self._table, other._table, fn, name, op))
+        return KTable(self._graph, table_join(self._graph, self._table, other.flow, fn, name, op))
 
     def group_by(self, selector: Callable[[Any, Any], Any], name: str | None = None, key_serde: Any = None,
                  value_serde: Any = None) -> KGroupedTable:

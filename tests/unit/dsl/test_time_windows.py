@@ -239,3 +239,10 @@ def test_restore_with_serdes_keeps_windows_and_emit_progress() -> None:
         assert d2.window_store("counts").get("b", 10) == ValueAndTimestamp(1, 12)
         assert _pipe(d2, [("a", 5), ("b", 19), ("c", 20)]) == [Record(Windowed("b", 10, 20), 2, 19)]
         assert d2.metrics["dropped_records_late"] == 1      # ("a", 5) after the restore: still late
+
+
+def test_time_window_aggregate_with_a_merger_names_the_signature_time_windows_take() -> None:
+    windowed = StreamsBuilder().stream("in").group_by_key().windowed_by(TimeWindows.of_size_and_grace(100, 50))
+    with pytest.raises(ValueError, match=r"aggregate\(\) of time windows takes \(initializer, aggregator\).*"
+                                         r"A merger is for session windows"):
+        windowed.aggregate(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)  # type: ignore[arg-type]
