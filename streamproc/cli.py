@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import importlib
 import logging
+import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -58,14 +61,26 @@ class Command:
 
 
 def load_topology(spec: str) -> Any:
-    """``MODULE[:ATTR]`` -> a Topology (see the module docstring)."""
+    """``MODULE[:ATTR]`` -> a Topology (see the module docstring). Modules are found in the current
+    directory first (as ``python -m`` and pytest do), then on ``sys.path``."""
     from .dsl.topology import Topology
 
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise UsageError(f"{spec!r} is not MODULE[:ATTR]")
+    if module_name.endswith(".py"):
+        raise UsageError(f"{spec!r} is a file name; give the module name: {module_name[:-3].replace('/', '.')!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise UsageError(f"cannot import topology module {module_name!r}: no module {exc.name!r} in the current "
+                             f"directory ({cwd}) or on PYTHONPATH; run from the folder that holds it or add that "
+                             f"folder to PYTHONPATH") from None
+        raise
     except ImportError as exc:
         raise UsageError(f"cannot import topology module {module_name!r}: {exc}") from exc
     if attr:
@@ -183,17 +198,18 @@ def _run_app(topology: Any, config: Config) -> int:
 
 def _configure_describe(p: argparse.ArgumentParser) -> None:
     p.add_argument("topology", metavar="MODULE[:ATTR]", help="module exposing build() or `topology`")
-    p.add_argument("--format", choices=("text", "mermaid"), default="text", help="output format")
-    p.add_argument("--application-id", default=None, help="resolve internal topic names for this id")
+    p.add_argument("--format", choices=("text", "mermaid"), default="text",
+                   help="text: Kafka Streams' form (sub-topologies, nodes, topics, stores); mermaid: only a "
+                        "Mermaid flowchart, for a ```mermaid block in Markdown (default text)")
+    p.add_argument("--application-id", default=None,
+                   help="name repartition and changelog topics as the daemon run with this id does "
+                        "(<id>-<name>-repartition, <id>-<store>-changelog); default: the topology's own id, "
+                        "else <application_id> placeholders")
 
 
 def _describe(args: argparse.Namespace) -> int:
     topology = load_topology(args.topology)
-    print(topology.describe(args.format))
-    if args.application_id:
-        for st in topology.subtopologies_for(args.application_id):
-            print(f"sub-topology {st.id}: sources {sorted(st.source_topics)} sinks {sorted(st.sink_topics)} "
-                  f"changelogs {sorted(st.changelog_topics.values())}")
+    print(topology.describe(args.format, application_id=args.application_id), end="")
     return 0
 
 
@@ -245,22 +261,54 @@ COMMANDS: list[Command] = [
 ]
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("streamproc")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown (not installed)"
+
+
 def build_parser(commands: Sequence[Command] | None = None) -> argparse.ArgumentParser:
+    """The ``streamproc`` parser: one sub-parser per command (``handler`` holds its function)."""
     parser = argparse.ArgumentParser(prog="streamproc", description="An asyncio stream processor for Kafka.")
+    parser.add_argument("--version", action="version", version=f"streamproc {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for cmd in commands if commands is not None else COMMANDS:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.configure(p)
-        p.set_defaults(_handler=cmd.handler)
+        p.set_defaults(handler=cmd.handler, command_parser=p)
     return parser
+
+
+def unknown_options_message(parser: argparse.ArgumentParser, unknown: Sequence[str]) -> str:
+    """One line naming the arguments ``parser`` does not know, each option with the closest one it
+    knows ("did you mean --bootstrap-servers?")."""
+    known = sorted(set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", parser.format_help())))
+    options = [arg for arg in unknown if arg.startswith("-")]
+    if not options:  # only extra positional arguments
+        return f"unexpected argument(s): {' '.join(unknown)}"
+    parts = []
+    for arg in options:  # a positional after an unknown option is that option's value: not reported
+        name = arg.split("=", 1)[0]
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        parts.append(f"unrecognized option {name}{hint}")
+    return "; ".join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command_parser = getattr(args, "command_parser", parser)
+        command_parser.print_usage(sys.stderr)
+        print(f"{command_parser.prog}: error: {unknown_options_message(command_parser, unknown)}", file=sys.stderr)
+        return 2
     try:
-        return int(args._handler(args))
+        return int(args.handler(args))
     except (UsageError, ConfigError) as exc:
         print(f"streamproc {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -108,8 +108,10 @@ class StreamsBuilder:
                           lambda: TableSourceProcessor(store_name, store_name, is_versioned,
                                                        state.timestamped_store, state.send_old_values),
                           parents=[source], stores=(store_name,))
+        named = (name or mat.name) is not None and store_name != topic
+        label = f"table {store_name!r} (topic {topic!r})" if named else f"table {topic!r}"
         return KTable(g, TableFlow(node, store_name=store_name, key_serde=ks, value_serde=vs,
-                                   history_retention_ms=history, state=state))
+                                   history_retention_ms=history, state=state, label=label))
 
     # -- Processor API ---------------------------------------------------------------------------------
     def add_state_store(self, store_builder: KeyValueStoreBuilder) -> StreamsBuilder:

@@ -128,25 +128,25 @@ def stream_table_join(graph: GraphBuilder, flow: Flow, table: TableFlow, joiner:
     timestamp for a versioned table; after ``grace`` of stream time with a grace buffer)."""
     op = "left_join" if left else "join"
     if table.windowed:
-        raise ValueError(f"{op}() with a windowed KTable ({table.store_name!r}) is not supported; join a table "
+        raise ValueError(f"{op}() with the windowed {table.description} is not supported; join a table "
                          f"from StreamsBuilder.table()")
     if not table.materialized:
-        raise ValueError(f"{op}() of a stream with table {table.store_name!r} needs a table with a store (a table "
-                         f"source or an aggregation); {table.store_name!r} is computed from its parent: write it "
+        raise ValueError(f"{op}() of a stream with {table.description} needs a table with a store (a table "
+                         f"source or an aggregation); it is computed from its parent: write it "
                          f"to a topic with to_stream().to(topic) and join StreamsBuilder.table(topic)")
     joined = joined or Joined()
     grace = grace if grace is not None else joined.grace
     grace_ms: int | None = None
     if grace is not None:
-        grace_ms = duration_ms(grace, "grace", f"{op} with table {table.store_name!r}")
+        grace_ms = duration_ms(grace, "grace", f"{op} with {table.description}")
         if table.history_retention_ms is None:
             raise ValueError(
-                f"{op}() with grace={grace_ms} ms needs a versioned table, but table {table.store_name!r} is not "
+                f"{op}() with grace={grace_ms} ms needs a versioned table, but {table.description} is not "
                 f"versioned; create it with StreamsBuilder.table(topic, versioned=history_retention)"
             )
         if grace_ms > table.history_retention_ms:
             raise ValueError(
-                f"grace of {op}() with table {table.store_name!r} must not exceed the table's history retention: "
+                f"grace of {op}() with {table.description} must not exceed the table's history retention: "
                 f"got grace={grace_ms} ms, history retention={table.history_retention_ms} ms"
             )
     node_name = graph.new_name(name if name is not None else joined.name,
@@ -159,7 +159,7 @@ def stream_table_join(graph: GraphBuilder, flow: Flow, table: TableFlow, joiner:
             key_serde = table.key_serde
         elif table.key_serde is not None and key_serde.name != table.key_serde.name:
             raise ValueError(
-                f"{op}() with table {table.store_name!r}: key_serde {key_serde.name!r} differs from the table's key "
+                f"{op}() with {table.description}: key_serde {key_serde.name!r} differs from the table's key "
                 f"serde {table.key_serde.name!r}; the re-keyed stream is repartitioned by its key bytes, which "
                 f"must equal the table topic's key bytes (co-partitioning). Drop key_serde (the table's is used)")
         flow = graph.repartition(flow, node_name, key_serde, check_serde(joined.value_serde, "value_serde", op),

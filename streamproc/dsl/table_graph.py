@@ -67,6 +67,13 @@ class TableFlow:
     timestamped: bool = False
     state: TableState = dataclasses.field(default_factory=TableState)
     getter: Callable[[], ValueGetter] | None = None
+    #: how errors name the table to its user ("table 'rates'", from the topic or name they gave)
+    label: str = ""
+
+    @property
+    def description(self) -> str:
+        """The table as its user knows it: its label, else ``table '<store name>'``."""
+        return self.label or f"table {self.store_name!r}"
 
     @property
     def materialized(self) -> bool:
@@ -80,7 +87,7 @@ class TableFlow:
     def check_operand(self, op: str) -> None:
         """A ``ValueError`` when table operator ``op`` cannot apply to this table (a windowed one)."""
         if self.windowed:
-            raise ValueError(f"{op}() on the windowed table {self.store_name!r} is not supported; turn it into a "
+            raise ValueError(f"{op}() on the windowed {self.description} is not supported; turn it into a "
                              f"stream with to_stream() and use the stream operators")
 
     def enable_send_old_values(self) -> None:

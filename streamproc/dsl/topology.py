@@ -159,12 +159,15 @@ class Topology:
         return node.key_serde, node.value_serde
 
     # -- description ----------------------------------------------------------------------------
-    def describe(self, format: str = "text") -> str:
-        """A readable description: ``format="text"`` (Kafka Streams style) or ``"mermaid"``."""
+    def describe(self, format: str = "text", application_id: str | None = None) -> str:
+        """A readable description: ``format="text"`` (Kafka Streams style) or ``"mermaid"`` (a
+        flowchart only). Repartition and changelog topics are named for ``application_id`` (default:
+        the topology's own; with neither, changelogs show an ``<application_id>`` placeholder)."""
+        app = application_id if application_id is not None else self.application_id
         if format == "text":
-            return describe_text(self.subtopologies, self.node, self.application_id)
+            return describe_text(self.subtopologies_for(app), self.node, app)
         if format == "mermaid":
-            return describe_mermaid(self.subtopologies, self.node, self.application_id)
+            return describe_mermaid(self.subtopologies_for(app), self.node, app)
         raise ValueError(f"unknown describe format {format!r}; use 'text' or 'mermaid'")
 
     def to_mermaid(self) -> str:

@@ -45,3 +45,12 @@ def test_reprocess_without_pyspark_exits_2_with_one_line(tmp_path: Path) -> None
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "pip install 'streamproc[spark]'" in lines[0], out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_the_example_topologies_are_not_installed_as_a_top_level_package() -> None:
+    """``topologies`` is a name any user project may have: the examples stay in the repository (run
+    them from its root, where ``streamproc run`` finds modules of the current directory)."""
+    import tomllib
+
+    find = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert find["include"] == ["streamproc*"]

@@ -206,3 +206,14 @@ def test_materialized_may_be_given_positionally_once() -> None:
     with pytest.raises(ValueError, match="given both positionally"):
         grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace(10, 5)).count(
             Materialized(name="x"), materialized=Materialized(name="y"))
+
+
+def test_join_errors_name_the_table_by_its_topic_not_its_internal_store() -> None:
+    b = StreamsBuilder()
+    rates = b.table("t", versioned=100)
+    with pytest.raises(ValueError, match=r"grace of join\(\) with table 't' must not exceed") as err:
+        b.stream("payments").join(rates, lambda a, b: a, grace=101)
+    assert "STATE-STORE" not in str(err.value)
+    named = b.table("t2", name="fx")
+    with pytest.raises(ValueError, match=r"needs a versioned table, but table 'fx' \(topic 't2'\) is not versioned"):
+        b.stream("orders").join(named, lambda a, b: a, grace=1)

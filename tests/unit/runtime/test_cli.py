@@ -42,4 +42,67 @@ def test_parser_has_every_setting_and_is_extensible() -> None:
     assert [c.name for c in COMMANDS] == ["run", "describe", "reprocess", "native"]
     extra = Command("inspect", "extra", lambda p: p.add_argument("topology"), lambda a: 0)
     parsed = build_parser([*COMMANDS, extra]).parse_args(["inspect", "topologies.sessions"])
-    assert parsed._handler(parsed) == 0
+    assert parsed.handler(parsed) == 0
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("streamproc ")
+
+
+def test_a_mistyped_option_shows_the_command_usage_and_the_closest_option(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--bootstrap-sever", "localhost:9092", "topologies.sessions"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: streamproc run ")
+    assert "streamproc run: error: unrecognized option --bootstrap-sever (did you mean --bootstrap-servers?)" in err
+    assert main(["describe", "topologies.sessions", "--fromat", "mermaid"]) == 2
+    assert "did you mean --format?" in capsys.readouterr().err
+    assert main(["describe", "topologies.sessions", "extra"]) == 2
+    assert "unexpected argument(s): extra" in capsys.readouterr().err
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    import argparse
+
+    for command in COMMANDS:
+        parser = argparse.ArgumentParser(prog=f"streamproc {command.name}")
+        command.configure(parser)
+        for action in parser._actions:
+            if action.option_strings and action.dest != "help":
+                assert action.help, f"{command.name} {action.option_strings} has no help"
+
+
+def test_describe_mermaid_prints_only_the_diagram(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", "topologies.wordcount", "--format", "mermaid", "--application-id", "wc"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "flowchart TD"
+    assert all(line.startswith("  ") for line in lines[1:]), [line for line in lines[1:] if not line.startswith("  ")]
+    assert "wc-words-repartition" in out
+
+
+def test_describe_text_names_real_topics_and_changelogs_for_an_application_id(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["describe", "topologies.wordcount", "--application-id", "wc"]) == 0
+    out = capsys.readouterr().out
+    assert "<application_id>" not in out
+    assert "(topic: wc-words-repartition)" in out and "changelog: wc-" in out
+    assert main(["describe", "topologies.wordcount"]) == 0
+    assert "<application_id>" in capsys.readouterr().out
+
+
+def test_a_topology_module_in_the_current_directory_is_found(tmp_path, monkeypatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "mytopo_in_cwd.py").write_text(
+        "from streamproc import StreamsBuilder\n\n"
+        "def build():\n    b = StreamsBuilder()\n    b.stream('in').to('out')\n    return b.build()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
+    assert main(["describe", "mytopo_in_cwd"]) == 0
+    assert "Source: KSTREAM-SOURCE-0000000000 (topics: [in])" in capsys.readouterr().out
+    assert main(["describe", "mytopo_in_cwd.py"]) == 2
+    assert "give the module name: 'mytopo_in_cwd'" in capsys.readouterr().err
+    assert main(["describe", "not_in_cwd_either"]) == 2
+    assert f"no module 'not_in_cwd_either' in the current directory ({tmp_path})" in capsys.readouterr().err
