@@ -8,7 +8,6 @@ own layer; there is no import circle anywhere; modules use each other's public n
 from __future__ import annotations
 
 import ast
-from collections import defaultdict
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "streamproc"
@@ -74,7 +73,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     on_stack: set[str] = set()
     out: list[list[str]] = []
     counter = 0
-    for root in graph:
+    for root in list(graph):
         if root in index:
             continue
         work = [(root, iter(sorted(graph[root])))]
