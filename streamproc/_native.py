@@ -51,7 +51,7 @@ __all__ = ["BUILD_RECORD", "ENV_PURE", "MODULES", "cimports", "install", "module
 MODULES: tuple[str, ...] = (
     "streamproc.serde",
     "streamproc.processors.base",
-    "streamproc.processors.io",
+    "streamproc.processors.source_sink",
     "streamproc.processors.join_index",
     "streamproc.processors.serdes",
     "streamproc.processors.session_aggregate",
@@ -193,9 +193,42 @@ class _SourceFinder(importlib.abc.MetaPathFinder):
         return importlib.util.spec_from_file_location(fullname, source)
 
 
+class _CompiledWithSource(importlib.machinery.ExtensionFileLoader):
+    """Loads a compiled module and, unlike the standard extension loader, returns its ``.py``
+    source from ``get_source``: tracebacks through compiled frames then show the right source lines
+    whatever the current directory (``linecache`` asks the module's loader)."""
+
+    def __init__(self, fullname: str, path: str, source: Path) -> None:
+        super().__init__(fullname, path)
+        self.source = source
+
+    def get_source(self, fullname: str) -> str | None:
+        try:
+            return self.source.read_text()
+        except OSError:
+            return None
+
+
+class _CompiledFinder(importlib.abc.MetaPathFinder):
+    """Finds the listed compiled modules with :class:`_CompiledWithSource`."""
+
+    def __init__(self, compiled: dict[str, tuple[Path, Path]]) -> None:
+        self.compiled = compiled  # module -> (extension file, source file)
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        entry = self.compiled.get(fullname)
+        if entry is None:
+            return None
+        extension, source = entry
+        loader = _CompiledWithSource(fullname, str(extension), source)
+        return importlib.util.spec_from_file_location(fullname, extension, loader=loader)
+
+
 def install() -> dict[str, str]:
-    """Route the modules that must not run compiled to their source (idempotent; called by
-    ``streamproc/__init__``). Returns :func:`status` as it was applied."""
+    """Route the modules that must not run compiled to their source and the compiled ones to a
+    loader that knows their source (idempotent; called by ``streamproc/__init__``). Returns
+    :func:`status` as it was applied."""
     if _installed:
         return dict(_installed)
     current = status()
@@ -208,5 +241,12 @@ def install() -> dict[str, str]:
                      ", ".join(stale), f" (and {dependents} modules that cimport them)" if dependents else "")
     if sources:
         sys.meta_path.insert(0, _SourceFinder(sources))
+    compiled = {}
+    for module, why in current.items():
+        extension = compiled_path(module)
+        if why == "compiled" and extension is not None:
+            compiled[module] = (extension, source_path(module))
+    if compiled:
+        sys.meta_path.insert(0, _CompiledFinder(compiled))
     _installed.update(current)
     return dict(current)

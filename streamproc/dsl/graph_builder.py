@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..processors.io import SinkProcessor, SourceProcessor
+from ..processors.source_sink import SinkProcessor, SourceProcessor
 from ..serde import Serde
 from .graph import Node, StoreSpec
 from .options import check_name

@@ -50,7 +50,7 @@ from typing import Any
 from ..dsl.topology import SubTopology, Topology
 from ..errors import ProcessingError
 from ..processors.base import Processor
-from ..processors.io import SourceProcessor
+from ..processors.source_sink import SourceProcessor
 from .task_records import NO_HEADERS, OutputRecord, TaskId
 
 __all__ = ["OutputRecord", "Task", "TaskId"]

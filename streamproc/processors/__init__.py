@@ -1,7 +1,7 @@
 """The operators the DSL compiles to. Each is a :class:`~streamproc.processors.base.Processor`."""
 
 from .base import Processor
-from .io import SinkProcessor, SourceProcessor
+from .source_sink import SinkProcessor, SourceProcessor
 from .session_aggregate import SessionAggregateProcessor
 from .stateless import (
                         BranchProcessor,

@@ -173,3 +173,31 @@ def test_compiled_and_source_give_identical_outputs_changelogs_and_metrics(seed:
     assert compiled == source
     assert compiled["sessions ON_WINDOW_CLOSE"]["topic session-stats"][0] > 100  # the runs did work
     assert compiled["currency"]["topic payments-eur"][0] > 100
+
+
+def test_tracebacks_through_compiled_frames_show_their_source_lines_from_any_directory(tmp_path: Path) -> None:
+    """A compiled module's loader returns its ``.py`` source, so a traceback printed from a directory
+    where the relative file names Cython records do not resolve still shows each compiled frame's
+    line (and never another file of the same name, such as the standard library's)."""
+    if _native.status()["streamproc.processors.source_sink"] != "compiled":
+        if IN_CI:
+            pytest.fail("processors/source_sink is not compiled in CI")
+        pytest.skip("processors/source_sink is not compiled here (outside CI; run bash scripts/setup.sh)")
+    code = ("import traceback\n"
+            "from streamproc import StreamsBuilder, TopologyTestDriver\n"
+            "b = StreamsBuilder()\n"
+            "b.stream('in').map_values(lambda v: 1 // v).to('out')\n"
+            "d = TopologyTestDriver(b.build())\n"
+            "try:\n"
+            "    d.input_topic('in').pipe('k', 0)\n"
+            "except Exception:\n"
+            "    traceback.print_exc()\n")
+    env = {k: v for k, v in os.environ.items() if k not in (_native.ENV_PURE, "PYTHONPATH")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         check=False, timeout=120)
+    lines = out.stderr.splitlines()
+    frame = next(i for i, line in enumerate(lines) if "SourceProcessor.receive" in line)
+    assert 'File "streamproc/processors/source_sink.py"' in lines[frame], lines[frame]
+    source = (REPO / "streamproc" / "processors" / "source_sink.py").read_text().splitlines()
+    assert lines[frame + 1].strip() in {s.strip() for s in source if s.strip()}, lines[frame + 1]
+    assert "self.forward(" in lines[frame + 1]

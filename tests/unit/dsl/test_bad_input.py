@@ -217,3 +217,24 @@ def test_join_errors_name_the_table_by_its_topic_not_its_internal_store() -> Non
     named = b.table("t2", name="fx")
     with pytest.raises(ValueError, match=r"needs a versioned table, but table 'fx' \(topic 't2'\) is not versioned"):
         b.stream("orders").join(named, lambda a, b: a, grace=1)
+
+
+def _divide(value: int) -> int:
+    return 100 // value  # the line the error must name
+
+
+def test_a_user_function_that_raises_is_named_by_its_file_and_line() -> None:
+    import inspect
+    import traceback
+
+    b = StreamsBuilder()
+    b.stream("in").map_values(lambda v: _divide(v)).to("out")
+    line = inspect.getsourcelines(test_a_user_function_that_raises_is_named_by_its_file_and_line)[1] + 5
+    with TopologyTestDriver(b.build()) as driver, pytest.raises(ProcessingError) as info:
+        driver.input_topic("in").pipe("k", 0)
+    message = str(info.value)
+    assert f"(in <lambda> at tests/unit/dsl/test_bad_input.py:{line}; record key 'k')" in message, message
+    assert "raised ZeroDivisionError" in message
+    # the cause's traceback reaches the user's own line
+    frames = traceback.extract_tb(info.value.__cause__.__traceback__)
+    assert frames[-1].name == "_divide" and "the line the error must name" in (frames[-1].line or "")
