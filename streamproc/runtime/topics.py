@@ -10,8 +10,20 @@ Changelog topics get their sub-topology's count; the dead-letter topic the large
 Repartition topics are created with ``retention.ms=-1`` (:data:`REPARTITION_TOPIC_CONFIG`) and
 purged up to the committed offsets by the :class:`RepartitionPurger`.
 
+Topic configs (:func:`apply_topic_config`): every topic the daemon creates gets the user's
+``topic_config`` on top of the daemon's defaults, under the configs the daemon *requires*
+(:attr:`TopicSpec.required`: a changelog's ``cleanup.policy`` and retention, a repartition topic's
+``cleanup.policy`` and ``retention.ms``); a ``topic_config`` value that would change one of them is a
+:class:`~streamproc.errors.TopicSetupError`.
+
+Existing topics (:func:`check_existing_topics`) are checked before anything is processed: a
+changelog whose ``cleanup.policy`` is not what its store needs, a changelog with fewer partitions
+than its sub-topology's tasks, a repartition topic whose count differs from its writer's: errors (one
+line each); a replication factor below the asked one: a warning.
+
 :class:`TopicAdmin` reads the broker's metadata (one metadata request for all topics, so asking
-never auto-creates anything) and creates what the plan marks missing.
+never auto-creates anything) and configs, and creates what the plan marks missing with exactly the
+replication factor asked: while fewer brokers are alive it waits (one WARNING), up to a bound.
 """
 
 from __future__ import annotations
@@ -24,11 +36,13 @@ from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from ..errors import TopologyError
+from ..errors import StreamprocError, TopicSetupError, TopologyError
 from .service import Service
 
-__all__ = ["REPARTITION_TOPIC_CONFIG", "RepartitionPurger", "TopicAdmin", "TopicPlan", "TopicSpec", "check_key_serdes",
+__all__ = ["REPARTITION_TOPIC_CONFIG", "REPARTITION_TOPIC_REQUIRED", "Cluster", "RepartitionPurger", "TopicAdmin",
+           "TopicPlan", "TopicSpec", "TopicState", "apply_topic_config", "check_existing_topics", "check_key_serdes",
            "plan_topics"]
 
 log = logging.getLogger(__name__)
@@ -39,16 +53,25 @@ log = logging.getLogger(__name__)
 #: :class:`RepartitionPurger` deletes what the group has committed instead.
 REPARTITION_TOPIC_CONFIG: Mapping[str, str] = {"cleanup.policy": "delete", "retention.ms": "-1",
                                                "segment.ms": "600000"}
+#: The part of :data:`REPARTITION_TOPIC_CONFIG` a user ``topic_config`` may not change.
+REPARTITION_TOPIC_REQUIRED: Mapping[str, str] = {"cleanup.policy": "delete", "retention.ms": "-1"}
 
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic the daemon writes: ``kind`` in output | repartition | changelog | dead-letter."""
+    """A topic the daemon writes: ``kind`` in output | repartition | changelog | dead-letter.
+
+    ``configs``: the configs it is created with; ``required``: those of them the daemon needs
+    (a user ``topic_config`` may not change them); ``owner``: for a changelog, its store
+    (``key-value store 'counts'``), named in messages.
+    """
 
     name: str
     partitions: int
     kind: str
     configs: Mapping[str, str] = field(default_factory=dict)
+    required: Mapping[str, str] = field(default_factory=dict)
+    owner: str = ""
 
 
 @dataclass
@@ -63,6 +86,9 @@ class TopicPlan:
     outputs: dict[str, TopicSpec]
     #: sub-topology id -> {store name: changelog topic}
     changelogs: dict[int, dict[str, str]]
+    #: internal topic (changelog, repartition) -> the task count it must serve (its sub-topology's;
+    #: a repartition topic's writer's)
+    internal_tasks: dict[str, int] = field(default_factory=dict)
 
     @property
     def source_topics(self) -> list[str]:
@@ -80,13 +106,19 @@ class TopicPlan:
 
 def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
                 changelog_configs: Mapping[str, Mapping[str, str]] | None = None,
-                dead_letter_topic: str | None = None) -> TopicPlan:
+                dead_letter_topic: str | None = None,
+                changelog_stores: Mapping[str, str] | None = None) -> TopicPlan:
     """Resolve partition counts.
 
     ``subtopologies``: objects with ``id``, ``source_topics``, ``sink_topics``,
     ``repartition_topics`` and ``changelog_topics`` (store -> topic), names already resolved for
     the application id. ``existing``: topic -> partition count on the broker.
-    ``changelog_configs``: changelog topic -> topic configs.
+    ``changelog_configs``: changelog topic -> the topic configs its store needs (all required).
+    ``changelog_stores``: changelog topic -> its store, as messages name it.
+
+    Raises :class:`TopologyError` for sources that do not exist or are not co-partitioned. Existing
+    internal topics with wrong partition counts are not raised here: :func:`check_existing_topics`
+    reports them with the other problems of existing topics.
     """
     subs = list(subtopologies)
     for st in subs:
@@ -145,34 +177,136 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
                                 f"their sources are only written by each other (a cycle)")
 
     outputs: dict[str, TopicSpec] = {}
+    internal_tasks: dict[str, int] = {}
     for topic, ws in writers.items():
         n = count_of(topic)
         want = max(counts[w] for w in ws)
-        kind = "repartition" if topic in repartition else "output"
-        if topic in existing:
-            if kind == "repartition" and existing[topic] != want:
-                raise TopologyError(
-                    f"repartition topic {topic!r} has {existing[topic]} partitions but its writing sub-topology "
-                    f"has {want}; delete the topic so it is recreated")
-            n = existing[topic]
-        configs = REPARTITION_TOPIC_CONFIG if kind == "repartition" else {}
-        outputs[topic] = TopicSpec(topic, n if n is not None else want, kind, dict(configs))
+        if topic in repartition:
+            internal_tasks[topic] = want
+            outputs[topic] = TopicSpec(topic, existing.get(topic, want), "repartition",
+                                       dict(REPARTITION_TOPIC_CONFIG), dict(REPARTITION_TOPIC_REQUIRED))
+        else:
+            outputs[topic] = TopicSpec(topic, existing.get(topic, n if n is not None else want), "output")
 
     changelogs: dict[int, dict[str, str]] = {}
     cfgs = changelog_configs or {}
+    owners = changelog_stores or {}
     for st in subs:
         changelogs[st.id] = dict(st.changelog_topics)
-        for topic in st.changelog_topics.values():
-            if topic in existing and existing[topic] < counts[st.id]:
-                raise TopologyError(
-                    f"changelog topic {topic!r} has {existing[topic]} partitions but sub-topology {st.id} has "
-                    f"{counts[st.id]} tasks; it needs at least as many partitions")
-            outputs[topic] = TopicSpec(topic, existing.get(topic, counts[st.id]), "changelog",
-                                       dict(cfgs.get(topic, {})))
+        for store, topic in st.changelog_topics.items():
+            internal_tasks[topic] = counts[st.id]
+            needs = dict(cfgs.get(topic, {}))
+            outputs[topic] = TopicSpec(topic, existing.get(topic, counts[st.id]), "changelog", needs, dict(needs),
+                                       owners.get(topic, f"store {store!r}"))
     if dead_letter_topic:
         n = existing.get(dead_letter_topic, max(counts.values(), default=1))
         outputs[dead_letter_topic] = TopicSpec(dead_letter_topic, n, "dead-letter")
-    return TopicPlan(counts, readers, outputs, changelogs)
+    return TopicPlan(counts, readers, outputs, changelogs, internal_tasks)
+
+
+def apply_topic_config(plan: TopicPlan, topic_config: Mapping[str, str]) -> None:
+    """Give every topic of ``plan`` the user's ``topic_config`` (in place): daemon defaults, then
+    the user's configs, then the daemon's required configs.
+
+    A ``topic_config`` value that differs from a config some topic requires raises
+    :class:`TopicSetupError` with one line per such topic, naming the key, both values and why. The
+    check covers every topic of the plan, existing or not, so a setting is refused or accepted the
+    same way on every start.
+    """
+    if not topic_config:
+        return
+    problems: list[str] = []
+    for name, spec in sorted(plan.outputs.items()):
+        for key, needed in sorted(spec.required.items()):
+            given = topic_config.get(key)
+            if given is not None and not _same_config(key, given, needed):
+                what = f"its {spec.owner} needs" if spec.owner else "the daemon needs"
+                problems.append(
+                    f"topic_config {key}={given} cannot apply to {spec.kind} topic {name!r}: {what} {key}={needed} "
+                    f"(the daemon sets it on the topics it creates); remove {key} from topic_config")
+        if not problems:
+            plan.outputs[name] = _with_configs(spec, {**spec.configs, **topic_config, **spec.required})
+    if problems:
+        raise TopicSetupError("\n".join(problems))
+
+
+def _with_configs(spec: TopicSpec, configs: Mapping[str, str]) -> TopicSpec:
+    return TopicSpec(spec.name, spec.partitions, spec.kind, dict(configs), spec.required, spec.owner)
+
+
+def _same_config(key: str, a: str, b: str) -> bool:
+    if key == "cleanup.policy":  # a list: "compact,delete" == "delete, compact"
+        return _policy(a) == _policy(b)
+    return a.strip() == b.strip()
+
+
+def _policy(value: str) -> frozenset[str]:
+    return frozenset(p.strip().lower() for p in value.strip().strip("[]").split(",") if p.strip())
+
+
+def _policy_cost(actual: str, needed: str) -> str:
+    """Why a changelog's cleanup policy matters, for the error line."""
+    have, want = _policy(actual), _policy(needed)
+    if "compact" in want and "compact" not in have:
+        return "without compaction the broker deletes state by time or size and a restore misses it"
+    if "delete" in have and "delete" not in want:
+        return "with delete the broker deletes live state by time and a restore misses it"
+    return "without delete the changelog keeps expired windows forever and restores keep growing"
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """An existing topic as the cluster describes it: partition count, replication factor (the
+    smallest replica count of its partitions) and topic configs (empty when not described)."""
+
+    partitions: int
+    replication: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+def check_existing_topics(plan: TopicPlan, states: Mapping[str, TopicState],
+                          replication_factor: int | None, replication_origin: str = "") -> tuple[list[str], list[str]]:
+    """Check the topics of ``plan`` that exist (``states``) against what the daemon needs.
+
+    Returns ``(errors, warnings)``, one line each. Errors: a changelog whose ``cleanup.policy``
+    differs from its store's; a changelog with fewer partitions than its sub-topology's tasks; a
+    repartition topic whose partition count is not its writing sub-topology's task count. Warnings:
+    a topic whose replication factor is below ``replication_factor`` (the asked factor; None: not
+    checked), since it may have been chosen; ``replication_origin`` says where the factor came from.
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    for name, spec in sorted(plan.outputs.items()):
+        state = states.get(name)
+        if state is None:
+            continue
+        tasks = plan.internal_tasks.get(name)
+        if spec.kind == "changelog":
+            needed = spec.required.get("cleanup.policy")
+            actual = state.configs.get("cleanup.policy")
+            if needed is not None and actual is not None and not _same_config("cleanup.policy", actual, needed):
+                errors.append(
+                    f"changelog topic {name!r} has cleanup.policy={actual} but its {spec.owner} needs "
+                    f"cleanup.policy={needed} ({_policy_cost(actual, needed)}); "
+                    f"change it (kafka-configs.sh --alter --entity-type topics --entity-name {name} --add-config "
+                    f"cleanup.policy=[{needed}]) or delete the topic so the daemon creates it (its state is lost)")
+            if tasks is not None and state.partitions < tasks:
+                errors.append(
+                    f"changelog topic {name!r} has {state.partitions} partition(s) but its {spec.owner} has {tasks} "
+                    f"tasks, one changelog partition each; add partitions (kafka-topics.sh --alter --topic {name} "
+                    f"--partitions {tasks}) or delete the topic so the daemon creates it")
+        elif spec.kind == "repartition" and tasks is not None and state.partitions != tasks:
+            errors.append(
+                f"repartition topic {name!r} has {state.partitions} partition(s) but its writing sub-topology has "
+                f"{tasks} tasks and needs exactly {tasks}; delete the topic (once the group has consumed it) so the "
+                f"daemon creates it")
+        if replication_factor is not None and state.replication < replication_factor:
+            warnings.append(
+                f"{spec.kind} topic {name!r} has replication factor {state.replication}, below the "
+                f"{replication_factor} asked{f' ({replication_origin})' if replication_origin else ''}; the daemon "
+                f"does not change existing topics: add replicas with kafka-reassign-partitions.sh if it was not "
+                f"chosen")
+    return errors, warnings
 
 
 def check_key_serdes(subtopology: Any) -> None:
@@ -199,8 +333,29 @@ def check_key_serdes(subtopology: Any) -> None:
             f"repartition topic before a join uses the table's key serde")
 
 
+#: Kafka error codes of CreateTopics the admin handles.
+_TOPIC_ALREADY_EXISTS = 36
+_INVALID_REPLICATION_FACTOR = 38
+_INVALID_CONFIG = 40
+#: How often topic creation is retried while too few brokers are alive (s).
+_CREATE_RETRY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The brokers the cluster lists as alive (``(node id, "host:port")``) and its
+    ``default.replication.factor`` (None when it could not be read)."""
+
+    brokers: tuple[tuple[int, str], ...]
+    default_replication_factor: int | None
+
+    def describe_brokers(self) -> str:
+        """``2 broker(s) alive: 1 (127.0.0.1:9092), 3 (127.0.0.1:9094)``."""
+        return f"{len(self.brokers)} broker(s) alive: " + ", ".join(f"{i} ({addr})" for i, addr in self.brokers)
+
+
 class TopicAdmin:
-    """Broker metadata and topic creation through ``AIOKafkaAdminClient``."""
+    """Broker metadata, topic configs and topic creation through ``AIOKafkaAdminClient``."""
 
     def __init__(self, bootstrap_servers: str, client_id: str) -> None:
         self._bootstrap = bootstrap_servers
@@ -222,46 +377,163 @@ class TopicAdmin:
             await admin.close()
 
     async def broker_count(self) -> int:
+        return len((await self.cluster()).brokers)
+
+    async def cluster(self) -> Cluster:
+        """The alive brokers and the cluster's ``default.replication.factor`` (read from one broker)."""
         admin = await self._admin()
         try:
-            return len((await admin.describe_cluster())["brokers"])
+            return await _cluster(admin)
         finally:
             await admin.close()
 
-    async def create(self, specs: list[TopicSpec], replication_factor: int, timeout_s: float = 60.0) -> None:
-        """Create ``specs``; a topic created concurrently by another instance is fine. Waits until
-        the metadata shows every partition."""
-        if not specs:
-            return
+    async def describe(self, topics: Iterable[str]) -> dict[str, TopicState]:
+        """``topics`` that exist -> their partitions, replication factor and configs."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
         admin = await self._admin()
         try:
-            if replication_factor < 0:
-                replication_factor = max(1, min(3, len((await admin.describe_cluster())["brokers"])))
-            new = [NewTopic(s.name, s.partitions, replication_factor, topic_configs=dict(s.configs)) for s in specs]
-            response = await admin.create_topics(new, timeout_ms=int(timeout_s * 1000))
-            for entry in response.topic_errors:
-                name, code = entry[0], entry[1]
-                if code not in (0, 36):  # 36 = TOPIC_ALREADY_EXISTS (another instance won the race)
-                    message = entry[2] if len(entry) > 2 else ""
-                    raise TopologyError(f"creating topic {name!r} failed with Kafka error code {code}: {message}")
-            for s in specs:
-                log.info("created %s topic %s (%d partitions, replication %d%s)", s.kind, s.name, s.partitions,
-                         replication_factor, f", {dict(s.configs)}" if s.configs else "")
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout_s
-            want = {s.name: s.partitions for s in specs}
-            while True:
-                described = await admin.describe_topics(list(want))
-                ready = {t["topic"] for t in described if t["error_code"] == 0
-                         and len(t["partitions"]) >= want.get(t["topic"], 0)
-                         and all(p["leader"] >= 0 for p in t["partitions"])}
-                if ready >= set(want):
-                    return
-                if loop.time() > deadline:
-                    raise TopologyError(f"topics {sorted(set(want) - ready)} not ready {timeout_s} s after creation")
-                await asyncio.sleep(0.1)
+            meta = {t["topic"]: t for t in await admin.describe_topics(names) if t["error_code"] == 0}
+            configs = await _topic_configs(admin, sorted(meta))
         finally:
             await admin.close()
+        return {name: TopicState(len(t["partitions"]), min((len(p["replicas"]) for p in t["partitions"]), default=0),
+                                 configs.get(name, {}))
+                for name, t in meta.items()}
+
+    async def create(self, specs: list[TopicSpec], replication_factor: int, *, wait_s: float = 300.0,
+                     how: str = "", stop: asyncio.Event | None = None, timeout_s: float = 60.0) -> bool:
+        """Create ``specs`` with exactly ``replication_factor`` replicas (positive); a topic created
+        concurrently by another instance is fine. Waits until the metadata shows every partition.
+
+        While fewer brokers are alive than the factor needs, nothing is created with fewer
+        replicas: one WARNING names the topics, the factor (``how``: where it came from) and the
+        brokers seen, and creation is retried every second for up to ``wait_s``; then a
+        :class:`StreamprocError` with that message. Returns False when ``stop`` was set while waiting
+        (nothing more is created), else True. A topic config the broker refuses raises
+        :class:`TopicSetupError` naming it.
+        """
+        if not specs:
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        factor = f"replication factor {replication_factor}{f' ({how})' if how else ''}"
+        todo = list(specs)
+        waited = False
+        admin = await self._admin()
+        try:
+            while True:
+                cluster = await _cluster(admin, with_default=False)
+                if len(cluster.brokers) >= replication_factor:
+                    todo = await self._create_once(admin, todo, replication_factor, timeout_s)
+                    if not todo:
+                        break
+                names = ", ".join(repr(s.name) for s in todo)
+                if not waited:
+                    waited = True
+                    log.warning("cannot create topic(s) %s with %s: the cluster has %s; waiting up to %.0f s "
+                                "(topic_creation_timeout_ms) for more brokers (a topic is never created with fewer "
+                                "replicas than asked)", names, factor, cluster.describe_brokers(), wait_s)
+                if loop.time() >= deadline:
+                    raise StreamprocError(
+                        f"gave up creating topic(s) {names} with {factor} after {wait_s:.0f} s "
+                        f"(topic_creation_timeout_ms): the cluster has {cluster.describe_brokers()}; start the "
+                        f"missing brokers, or set replication_factor to what the cluster can hold")
+                if await _stopped(stop, min(_CREATE_RETRY_S, max(0.0, deadline - loop.time()))):
+                    log.info("stop requested while waiting for brokers: no more topics are created")
+                    return False
+            if waited:
+                log.info("enough brokers alive: created the topics after waiting")
+            await self._wait_ready(admin, specs, timeout_s)
+            return True
+        finally:
+            await admin.close()
+
+    async def _create_once(self, admin: AIOKafkaAdminClient, specs: list[TopicSpec], replication_factor: int,
+                           timeout_s: float) -> list[TopicSpec]:
+        """One CreateTopics request; returns the specs the broker refused for too few brokers."""
+        new = [NewTopic(s.name, s.partitions, replication_factor, topic_configs=dict(s.configs)) for s in specs]
+        response = await admin.create_topics(new, timeout_ms=int(timeout_s * 1000))
+        by_name = {s.name: s for s in specs}
+        retry: list[TopicSpec] = []
+        for entry in response.topic_errors:
+            name, code = entry[0], entry[1]
+            message = entry[2] if len(entry) > 2 else ""
+            spec = by_name[name]
+            if code == _INVALID_REPLICATION_FACTOR:
+                retry.append(spec)
+            elif code == _INVALID_CONFIG:
+                raise TopicSetupError(f"the broker refused a config of {spec.kind} topic {name!r} "
+                                      f"({dict(spec.configs)}): {message}; check topic_config")
+            elif code not in (0, _TOPIC_ALREADY_EXISTS):  # already exists: another instance won the race
+                raise TopologyError(f"creating topic {name!r} failed with Kafka error code {code}: {message}")
+            else:
+                log.info("created %s topic %s (%d partitions, replication %d%s)", spec.kind, name, spec.partitions,
+                         replication_factor, f", {dict(spec.configs)}" if spec.configs else "")
+        return retry
+
+    @staticmethod
+    async def _wait_ready(admin: AIOKafkaAdminClient, specs: list[TopicSpec], timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        want = {s.name: s.partitions for s in specs}
+        while True:
+            described = await admin.describe_topics(list(want))
+            ready = {t["topic"] for t in described if t["error_code"] == 0
+                     and len(t["partitions"]) >= want.get(t["topic"], 0)
+                     and all(p["leader"] >= 0 for p in t["partitions"])}
+            if ready >= set(want):
+                return
+            if loop.time() > deadline:
+                raise TopologyError(f"topics {sorted(set(want) - ready)} not ready {timeout_s} s after creation")
+            await asyncio.sleep(0.1)
+
+
+async def _stopped(stop: asyncio.Event | None, seconds: float) -> bool:
+    """Sleep ``seconds``; True at once when ``stop`` is (or becomes) set."""
+    if stop is None:
+        await asyncio.sleep(seconds)
+        return False
+    try:
+        await asyncio.wait_for(stop.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _cluster(admin: AIOKafkaAdminClient, with_default: bool = True) -> Cluster:
+    brokers = (await admin.describe_cluster())["brokers"]
+    alive = tuple(sorted((int(b["node_id"]), f"{b['host']}:{b['port']}") for b in brokers))
+    default: int | None = None
+    if with_default and alive:
+        try:
+            found = await _configs(admin, ConfigResourceType.BROKER, [str(alive[0][0])],
+                                   ["default.replication.factor"])
+            default = int(found[str(alive[0][0])]["default.replication.factor"])
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, which needs the value
+            log.debug("reading default.replication.factor failed: %r", exc)
+    return Cluster(alive, default)
+
+
+async def _topic_configs(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, dict[str, str]]:
+    return await _configs(admin, ConfigResourceType.TOPIC, topics, None) if topics else {}
+
+
+async def _configs(admin: AIOKafkaAdminClient, kind: ConfigResourceType, names: list[str],
+                   keys: list[str] | None) -> dict[str, dict[str, str]]:
+    """DescribeConfigs: resource name -> {config: value} (``keys`` None: all of them)."""
+    wanted = None if keys is None else dict.fromkeys(keys)
+    responses = await admin.describe_configs([ConfigResource(kind, n, wanted) for n in names])
+    out: dict[str, dict[str, str]] = {}
+    for response in responses:
+        for res in response.to_object()["resources"]:
+            if res["error_code"] != 0:
+                raise StreamprocError(f"describing the configs of {res['resource_name']!r} failed with Kafka error "
+                                      f"code {res['error_code']}: {res['error_message']}")
+            out[res["resource_name"]] = {
+                (e.get("config_names") or e.get("config_name")): e["config_value"] for e in res["config_entries"]}
+    return out
 
 
 class RepartitionPurger(Service):
