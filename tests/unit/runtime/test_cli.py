@@ -43,3 +43,13 @@ def test_parser_has_every_setting_and_is_extensible() -> None:
     extra = Command("inspect", "extra", lambda p: p.add_argument("topology"), lambda a: 0)
     parsed = build_parser([*COMMANDS, extra]).parse_args(["inspect", "topologies.sessions"])
     assert parsed._handler(parsed) == 0
+
+
+def test_unknown_topic_config_exits_2_before_start(capsys: pytest.CaptureFixture[str]) -> None:
+    # no broker at this address: the key is refused before anything connects
+    assert main(["run", "topologies.sessions", "--application-id", "a", "--bootstrap-servers", "127.0.0.1:1",
+                 "--topic-config", "min.insync.replicas=2", "--topic-config", "retention.mss=5"]) == 2
+    err = capsys.readouterr().err
+    assert "topic_config (from flag --topic-config): unknown Kafka topic config 'retention.mss'; did you mean " \
+           "'retention.ms'" in err
+    assert "Traceback" not in err

@@ -65,9 +65,9 @@ def test_existing_topics_keep_their_counts_and_bad_internal_counts_fail() -> Non
     plan = plan_topics(subs(sessions.build()), {"clicks": 8, log: 2}, {log: {"cleanup.policy": "compact,delete"}},
                        changelog_stores={log: "session store 'session-clicks'"})
     errors, warnings = check_existing_topics(plan, {log: TopicState(2, 3, {"cleanup.policy": "delete,compact"})}, 3)
-    assert errors == [f"changelog topic {log!r} has 2 partition(s) but its session store 'session-clicks' has 8 "
+    assert errors == [(f"changelog topic {log!r} has 2 partition(s) but its session store 'session-clicks' has 8 "
                       f"tasks, one changelog partition each; add partitions (kafka-topics.sh --alter --topic {log} "
-                      f"--partitions 8) or delete the topic so the daemon creates it"]
+                      f"--partitions 8) or delete the topic so the daemon creates it")]
     assert warnings == []
 
 
@@ -92,12 +92,12 @@ def test_existing_internal_topics_checked_one_line_each() -> None:
     assert errors[2].startswith(f"repartition topic {rep!r} has 3 partition(s) but its writing sub-topology has 4 "
                                 f"tasks")
     assert warnings == [
-        f"changelog topic {log!r} has replication factor 1, below the 3 asked (replication_factor=-1: the cluster's "
+        (f"changelog topic {log!r} has replication factor 1, below the 3 asked (replication_factor=-1: the cluster's "
         f"default); the daemon does not change existing topics: add replicas with kafka-reassign-partitions.sh if it "
-        f"was not chosen",
-        "output topic 'word-counts' has replication factor 2, below the 3 asked (replication_factor=-1: the "
+        f"was not chosen"),
+        ("output topic 'word-counts' has replication factor 2, below the 3 asked (replication_factor=-1: the "
         "cluster's default); the daemon does not change existing topics: add replicas with "
-        "kafka-reassign-partitions.sh if it was not chosen"]
+        "kafka-reassign-partitions.sh if it was not chosen")]
     # what fits passes: the right policy (in any order), enough partitions, replication as asked
     good = {log: TopicState(4, 3, {"cleanup.policy": "compact"}), rep: TopicState(4, 3, {})}
     assert check_existing_topics(plan, good, 3) == ([], [])
