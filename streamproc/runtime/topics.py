@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.errors import KafkaError
 
 from ..errors import StreamprocError, TopicSetupError, TopologyError
 from .service import Service
@@ -339,6 +340,25 @@ _INVALID_REPLICATION_FACTOR = 38
 _INVALID_CONFIG = 40
 #: How often topic creation is retried while too few brokers are alive (s).
 _CREATE_RETRY_S = 1.0
+#: How long an admin request is retried on retriable errors (a broker just killed, a fail-over) (s).
+_ADMIN_RETRY_S = 30.0
+
+_T = TypeVar("_T")
+
+
+async def _retrying(op: Callable[[], Awaitable[_T]], what: str, seconds: float = _ADMIN_RETRY_S) -> _T:
+    """``await op()``, again every 0.5 s while it raises a retriable Kafka error (the admin client
+    sent it to a broker that just went away, a controller fail-over), for up to ``seconds``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while True:
+        try:
+            return await op()
+        except KafkaError as exc:
+            if not getattr(exc, "retriable", False) or loop.time() >= deadline:
+                raise
+            log.debug("%s: %r; retrying", what, exc)
+        await asyncio.sleep(0.5)
 
 
 @dataclass(frozen=True)
@@ -371,7 +391,7 @@ class TopicAdmin:
         """Every existing topic -> its partition count (describing all topics creates none)."""
         admin = await self._admin()
         try:
-            described = await admin.describe_topics()
+            described = await _retrying(admin.describe_topics, "describing topics")
             return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0}
         finally:
             await admin.close()
@@ -394,8 +414,9 @@ class TopicAdmin:
             return {}
         admin = await self._admin()
         try:
-            meta = {t["topic"]: t for t in await admin.describe_topics(names) if t["error_code"] == 0}
-            configs = await _topic_configs(admin, sorted(meta))
+            described = await _retrying(lambda: admin.describe_topics(names), "describing topics")
+            meta = {t["topic"]: t for t in described if t["error_code"] == 0}
+            configs = await _retrying(lambda: _topic_configs(admin, sorted(meta)), "describing topic configs")
         finally:
             await admin.close()
         return {name: TopicState(len(t["partitions"]), min((len(p["replicas"]) for p in t["partitions"]), default=0),
@@ -424,9 +445,14 @@ class TopicAdmin:
         admin = await self._admin()
         try:
             while True:
-                cluster = await _cluster(admin, with_default=False)
+                cluster = await _retrying(lambda: _cluster(admin, with_default=False), "describing the cluster")
                 if len(cluster.brokers) >= replication_factor:
-                    todo = await self._create_once(admin, todo, replication_factor, timeout_s)
+                    try:
+                        todo = await self._create_once(admin, todo, replication_factor, timeout_s)
+                    except KafkaError as exc:  # a broker or the controller went away: the next round retries
+                        if not getattr(exc, "retriable", False):
+                            raise
+                        log.debug("creating topics: %r; retrying", exc)
                     if not todo:
                         break
                 names = ", ".join(repr(s.name) for s in todo)
@@ -479,7 +505,7 @@ class TopicAdmin:
         deadline = loop.time() + timeout_s
         want = {s.name: s.partitions for s in specs}
         while True:
-            described = await admin.describe_topics(list(want))
+            described = await _retrying(lambda: admin.describe_topics(list(want)), "describing topics")
             ready = {t["topic"] for t in described if t["error_code"] == 0
                      and len(t["partitions"]) >= want.get(t["topic"], 0)
                      and all(p["leader"] >= 0 for p in t["partitions"])}
@@ -503,13 +529,13 @@ async def _stopped(stop: asyncio.Event | None, seconds: float) -> bool:
 
 
 async def _cluster(admin: AIOKafkaAdminClient, with_default: bool = True) -> Cluster:
-    brokers = (await admin.describe_cluster())["brokers"]
+    brokers = (await _retrying(admin.describe_cluster, "describing the cluster"))["brokers"]
     alive = tuple(sorted((int(b["node_id"]), f"{b['host']}:{b['port']}") for b in brokers))
     default: int | None = None
     if with_default and alive:
         try:
-            found = await _configs(admin, ConfigResourceType.BROKER, [str(alive[0][0])],
-                                   ["default.replication.factor"])
+            found = await _retrying(lambda: _configs(admin, ConfigResourceType.BROKER, [str(alive[0][0])],
+                                                     ["default.replication.factor"]), "reading broker configs")
             default = int(found[str(alive[0][0])]["default.replication.factor"])
         except Exception as exc:  # noqa: BLE001 - reported by the caller, which needs the value
             log.debug("reading default.replication.factor failed: %r", exc)
