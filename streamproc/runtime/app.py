@@ -17,8 +17,9 @@ The app wires its parts and runs the loop; each part owns one responsibility:
   repartition purger, metrics.
 
 Lifecycle (a :class:`~streamproc.runtime.service.Service` with ordered children): before the
-children start, the topic plan is resolved (co-partitioning checked, missing output, repartition,
-changelog and dead-letter topics created). Children start in the order metrics -> producer ->
+children start, the topic plan is resolved (co-partitioning checked, ``topic_config`` and the
+existing internal topics checked, missing output, repartition, changelog and dead-letter topics
+created with the asked replication factor, waiting for brokers when too few are alive). Children start in the order metrics -> producer ->
 acks (purgatory timer) -> purger -> restorer -> consumer (joins the group) -> committer, and stop in
 reverse, after the app's own shutdown (final commit, snapshots, close tasks), all within
 ``shutdown_timeout_ms``: the final commit gets at most half of it (a broker that is away makes it
@@ -361,14 +362,11 @@ class StreamApp(Service):
             apply_topic_config(plan, cfg.topic_config)
         except TopicSetupError as exc:
             problems.append(str(exc))
-        cluster = await admin.cluster()
-        factor, how = cfg.replication_factor, ""
-        if factor < 0:
-            if cluster.default_replication_factor is None:
-                raise StreamprocError(
-                    "replication_factor=-1 asks for the cluster's default.replication.factor, but it could not be "
-                    "read from the brokers (DescribeConfigs refused?); set replication_factor to a positive number")
-            factor, how = cluster.default_replication_factor, "replication_factor=-1: the cluster's default.replication.factor"
+        factor: int | None = cfg.replication_factor
+        how = ""
+        if cfg.replication_factor < 0:
+            factor = (await admin.cluster()).default_replication_factor
+            how = "replication_factor=-1: the cluster's default.replication.factor"
         errors, warnings = check_existing_topics(plan, await admin.describe(t for t in plan.outputs if t in existing),
                                                  factor, how)
         for line in warnings:
@@ -382,6 +380,10 @@ class StreamApp(Service):
                 raise StreamprocError(
                     f"topics {[s.name for s in missing]} do not exist and create_topics is off; create them "
                     f"(partitions: {', '.join(f'{s.name}={s.partitions}' for s in missing)})")
+            if factor is None:
+                raise StreamprocError(
+                    "replication_factor=-1 asks for the cluster's default.replication.factor, but it could not be "
+                    "read from the brokers (DescribeConfigs not allowed?); set replication_factor to a positive number")
             log.info("creating %d topic(s) with replication factor %d%s", len(missing), factor,
                      f" ({how})" if how else "")
             if not await admin.create(missing, factor, wait_s=cfg.topic_creation_timeout_ms / 1000, how=how,

@@ -396,14 +396,12 @@ class TopicAdmin:
         finally:
             await admin.close()
 
-    async def broker_count(self) -> int:
-        return len((await self.cluster()).brokers)
-
-    async def cluster(self) -> Cluster:
-        """The alive brokers and the cluster's ``default.replication.factor`` (read from one broker)."""
+    async def cluster(self, with_default: bool = True) -> Cluster:
+        """The alive brokers and (``with_default``) the cluster's ``default.replication.factor``,
+        read from one broker (None when it cannot be read, e.g. DescribeConfigs not allowed)."""
         admin = await self._admin()
         try:
-            return await _cluster(admin)
+            return await _cluster(admin, with_default)
         finally:
             await admin.close()
 
@@ -444,6 +442,7 @@ class TopicAdmin:
         waited = False
         admin = await self._admin()
         try:
+            await _retrying(lambda: self._validate(admin, specs, replication_factor, timeout_s), "validating topics")
             while True:
                 cluster = await _retrying(lambda: _cluster(admin, with_default=False), "describing the cluster")
                 if len(cluster.brokers) >= replication_factor:
@@ -476,6 +475,18 @@ class TopicAdmin:
         finally:
             await admin.close()
 
+    @staticmethod
+    async def _validate(admin: AIOKafkaAdminClient, specs: list[TopicSpec], replication_factor: int,
+                        timeout_s: float) -> None:
+        """CreateTopics with ``validate_only``: a config the broker refuses (a bad ``topic_config``
+        value) raises :class:`TopicSetupError` before any topic is created."""
+        new = [NewTopic(s.name, s.partitions, replication_factor, topic_configs=dict(s.configs)) for s in specs]
+        response = await admin.create_topics(new, timeout_ms=int(timeout_s * 1000), validate_only=True)
+        by_name = {s.name: s for s in specs}
+        for entry in response.topic_errors:
+            if entry[1] == _INVALID_CONFIG:
+                _refused_config(by_name[entry[0]], entry[2] if len(entry) > 2 else "")
+
     async def _create_once(self, admin: AIOKafkaAdminClient, specs: list[TopicSpec], replication_factor: int,
                            timeout_s: float) -> list[TopicSpec]:
         """One CreateTopics request; returns the specs the broker refused for too few brokers."""
@@ -490,8 +501,7 @@ class TopicAdmin:
             if code == _INVALID_REPLICATION_FACTOR:
                 retry.append(spec)
             elif code == _INVALID_CONFIG:
-                raise TopicSetupError(f"the broker refused a config of {spec.kind} topic {name!r} "
-                                      f"({dict(spec.configs)}): {message}; check topic_config")
+                _refused_config(spec, message)
             elif code not in (0, _TOPIC_ALREADY_EXISTS):  # already exists: another instance won the race
                 raise TopologyError(f"creating topic {name!r} failed with Kafka error code {code}: {message}")
             else:
@@ -514,6 +524,11 @@ class TopicAdmin:
             if loop.time() > deadline:
                 raise TopologyError(f"topics {sorted(set(want) - ready)} not ready {timeout_s} s after creation")
             await asyncio.sleep(0.1)
+
+
+def _refused_config(spec: TopicSpec, message: str) -> None:
+    raise TopicSetupError(f"the broker refused the configs of {spec.kind} topic {spec.name!r} "
+                          f"({', '.join(f'{k}={v}' for k, v in spec.configs.items())}): {message}; check topic_config")
 
 
 async def _stopped(stop: asyncio.Event | None, seconds: float) -> bool:

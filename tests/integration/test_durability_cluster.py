@@ -4,8 +4,8 @@ production):
 * the daemon creates its own topics with exactly the replication asked (``--replication-factor 3``,
   or -1: the cluster's default) and ``--topic-config min.insync.replicas=2``: started while one
   broker is down it creates nothing (a short ``topic_creation_timeout_ms`` gives up with exit 1 and
-  the message), and once the broker is back it creates them all with 3 replicas and runs; output
-  exact;
+  the message; a SIGTERM while waiting exits 0), and once the broker is back it creates them all
+  with 3 replicas and runs; output exact;
 * kill -9 one broker in the middle of a run and restart it 7 s later (the cluster notices after
   3 s); the daemon keeps processing and nothing is lost (and under exactly-once nothing is
   duplicated either).
@@ -166,6 +166,13 @@ async def test_topics_created_with_the_asked_replication_once_a_down_broker_retu
     assert re.search(rf"gave up creating topic\(s\) .*'{sink1}'.* with {factor} after 3 s "
                      rf"\(topic_creation_timeout_ms\): {brokers}; start the missing brokers", text), text
 
+    # a stop while waiting: exit 0, nothing created
+    app3, sink3 = unique_name("rf-stop"), unique_name("counts")
+    proc, log = run_cli(tmp_path, bootstrap, app3, source, sink3, "stops", "--replication-factor=3")
+    await wait_log(proc, log, r"WARNING .*cannot create topic\(s\) ", 60)
+    proc.send_signal(signal.SIGTERM)
+    assert await exit_code(proc, log, 10) == 0, log.read_text()
+
     # --replication-factor 3 --topic-config min.insync.replicas=2, exactly-once: waits for the broker
     app2, sink2 = unique_name("rf-three"), unique_name("counts")
     proc, log = run_cli(tmp_path, bootstrap, app2, source, sink2, "waits", "--replication-factor=3",
@@ -176,7 +183,8 @@ async def test_topics_created_with_the_asked_replication_once_a_down_broker_retu
         want = await daemon_topics(wordcount.build(input=source, output=sink2), app2, [sink2])
         async with kafka_admin(bootstrap) as admin:
             listed = set(await admin.list_topics())
-        assert not listed & set(want) and not any(t.startswith(app1) for t in listed) and sink1 not in listed
+        assert not listed & set(want), listed & set(want)
+        assert not any(t.startswith((app1, app3)) for t in listed) and not {sink1, sink3} & listed
         await asyncio.to_thread(kafka_cluster.restart, victim)
         await wait_log(proc, log, r"task \S+ running", 90)
         repartition = f"{app2}-{wordcount.REPARTITION}-repartition"

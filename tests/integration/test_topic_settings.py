@@ -1,7 +1,7 @@
 """Topic settings on a real broker: the topic config list is the broker's, existing internal topics
 that do not fit stop the daemon with exit 2 before any record is processed, ``topic_config`` values
-that would change what a changelog needs (or unknown keys) exit 2, and topics that fit but have
-fewer replicas than asked only give a WARNING.
+that would change what a changelog needs, unknown keys or values the broker refuses exit 2, and
+topics that fit but have fewer replicas than asked only give a WARNING.
 
 The daemon runs as the real CLI (``streamproc run``) in a subprocess: the exit status and the stderr
 lines are what a user sees."""
@@ -135,7 +135,18 @@ async def test_topics_that_do_not_fit_exit_2_before_any_record(kafka_bootstrap: 
     assert ("topic_config (from flag --topic-config): unknown Kafka topic config 'min.insync.replica'; did you "
             "mean 'min.insync.replicas'?") in log.read_text()
 
-    # 4. fixed by hand (policy changed, partitions added), output created with 1 replica: the daemon runs,
+    # 4. a value the broker refuses: checked (validate-only) before anything is created
+    proc, log = run_cli(tmp_path, kafka_bootstrap, other, source, sink, "bad-value",
+                        "--topic-config", "min.insync.replicas=many")
+    assert await exit_code(proc, log) == 2, log.read_text()
+    err = log.read_text()
+    assert re.search(r"streamproc run: error: the broker refused the configs of \S+ topic '[^']+' \(.*"
+                     r"min.insync.replicas=many.*\): Invalid value many for configuration min.insync.replicas.*; "
+                     r"check topic_config", err), err
+    assert await existing(kafka_bootstrap, [sink, f"{other}-counts-changelog", f"{other}-minute-counts-changelog"]) \
+        == []
+
+    # 5. fixed by hand (policy changed, partitions added), output created with 1 replica: the daemon runs,
     # with a WARNING for each topic below the asked replication factor
     from aiokafka.admin import NewPartitions
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
