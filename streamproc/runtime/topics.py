@@ -469,7 +469,8 @@ class TopicAdmin:
                     log.info("stop requested while waiting for brokers: no more topics are created")
                     return False
             if waited:
-                log.info("enough brokers alive: created the topics after waiting")
+                log.info("%d broker(s) alive now: topics created after waiting %.0f s", len(cluster.brokers),
+                         wait_s - max(0.0, deadline - loop.time()))
             await self._wait_ready(admin, specs, timeout_s)
             return True
         finally:
