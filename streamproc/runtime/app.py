@@ -19,9 +19,10 @@ The app wires its parts and runs the loop; each part owns one responsibility:
 Lifecycle (a :class:`~streamproc.runtime.service.Service` with ordered children): before the
 children start, the topic plan is resolved (co-partitioning checked, ``topic_config`` and the
 existing internal topics checked, missing output, repartition, changelog and dead-letter topics
-created with the asked replication factor, waiting for brokers when too few are alive). Children start in the order metrics -> producer ->
-acks (purgatory timer) -> purger -> restorer -> consumer (joins the group) -> committer, and stop in
-reverse, after the app's own shutdown (final commit, snapshots, close tasks), all within
+created with the asked replication factor, waiting for brokers when too few are alive). Children
+start in the order metrics -> producer -> acks (purgatory timer) -> purger -> restorer -> consumer
+(joins the group) -> committer, and stop in reverse, after the app's own shutdown (final commit,
+snapshots, close tasks), all within
 ``shutdown_timeout_ms``: the final commit gets at most half of it (a broker that is away makes it
 give up: the uncommitted input is processed again at the next start), a child that does not stop
 in time is closed without waiting.
@@ -72,14 +73,8 @@ from .restore import Restorer
 from .service import Service
 from .snapshot import Snapshots, save_on_shutdown
 from .task_manager import TaskManager
-from .topics import (
-    RepartitionPurger,
-    TopicAdmin,
-    TopicPlan,
-    apply_topic_config,
-    check_existing_topics,
-    plan_topics,
-)
+from .topic_admin import TopicAdmin
+from .topics import RepartitionPurger, TopicPlan, apply_topic_config, check_existing_topics, plan_topics
 from .transactions import EOS_PRODUCER_DEFAULTS, Transactions
 
 __all__ = ["RecordError", "ShutdownTimeoutError", "StreamApp"]
