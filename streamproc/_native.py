@@ -202,7 +202,7 @@ class _CompiledWithSource(importlib.machinery.ExtensionFileLoader):
         super().__init__(fullname, path)
         self.source = source
 
-    def get_source(self, fullname: str) -> str | None:
+    def get_source(self, fullname: str) -> str | None:  # type: ignore[override]  # the base returns None only
         try:
             return self.source.read_text()
         except OSError:

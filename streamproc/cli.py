@@ -12,7 +12,9 @@ setting of :class:`~streamproc.config.Config` as a flag (``--commit-interval-ms 
 
 Exit status: 0 after a graceful stop (SIGTERM/SIGINT: stop fetching, finish the batch, commit,
 close, within ``shutdown_timeout_ms``; a second signal exits at once), 1 on a fatal error (printed
-as one clear line), 2 on a usage or configuration error.
+as one clear line), 2 on a usage or configuration error, including topics on the cluster that do not
+fit the topology (:class:`~streamproc.errors.TopicSetupError`: one line per problem, before any
+record is processed).
 
 Subcommands are :class:`Command` entries of :data:`COMMANDS`; a new one (the Spark reprocessing
 issue's ``reprocess``) is one more entry: a name, a help line, a function adding its arguments to
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import CONFIG_FILE_ENV, Config, ConfigError, settings
+from .errors import TopicSetupError
 
 __all__ = ["COMMANDS", "Command", "add_config_arguments", "build_parser", "load_topology", "main"]
 
@@ -183,6 +186,8 @@ def _run_app(topology: Any, config: Config) -> int:
     with asyncio.Runner(loop_factory=_loop_factory(config.loop)) as runner:
         try:
             runner.run(serve())
+        except TopicSetupError:
+            raise  # a usage error: exit 2 with its message (main)
         except KeyboardInterrupt:
             log.error("interrupted")
             return 130
@@ -309,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.handler(args))
-    except (UsageError, ConfigError) as exc:
+    except (UsageError, ConfigError, TopicSetupError) as exc:
         print(f"streamproc {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -19,6 +19,14 @@ Producer and consumer overrides are maps of aiokafka constructor arguments; keys
 dotted spelling (``linger.ms`` is ``linger_ms``). From the CLI: ``--producer-config linger_ms=10``
 (repeatable); from the environment: ``STREAMPROC_PRODUCER_CONFIG="linger_ms=10,acks=all"``; from a
 TOML file: a ``[producer_config]`` table; from a properties file: ``producer.linger.ms=10``.
+
+``topic_config`` is a map of Kafka topic configs (dotted names, checked against
+:data:`streamproc.topic_config.TOPIC_CONFIG_NAMES`) for the topics the daemon creates, given the
+same ways: ``--topic-config min.insync.replicas=2`` (repeatable; one pair per flag, so
+``--topic-config cleanup.policy=compact,delete`` works), ``STREAMPROC_TOPIC_CONFIG=
+"min.insync.replicas=2,compression.type=lz4"`` (a part without ``=`` continues the previous value:
+``cleanup.policy=compact,delete``), a ``[topic_config]`` TOML table, ``topic.min.insync.replicas=2``
+in a properties file.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StreamprocError
+from .topic_config import normalize_topic_config
 
 __all__ = ["CONFIG_FILE_ENV", "ENV_PREFIX", "Config", "ConfigError", "SettingInfo", "settings"]
 
@@ -193,6 +202,28 @@ def _overrides(client: str) -> Callable[[Any], dict[str, Any]]:
     return parse
 
 
+def _topic_config(value: Any) -> dict[str, str]:
+    """The ``topic_config`` map: see the module docstring and :mod:`streamproc.topic_config`."""
+    items: list[tuple[Any, Any]]
+    if isinstance(value, Mapping):
+        items = list(value.items())
+    elif isinstance(value, str):
+        items = []
+        for part in (p.strip() for p in value.split(",") if p.strip()):
+            if "=" not in part and items:  # a comma inside a value: cleanup.policy=compact,delete
+                items[-1] = (items[-1][0], f"{items[-1][1]},{part}")
+            else:
+                items.append(_split_pair(part))
+    elif isinstance(value, (list, tuple)):
+        items = [_split_pair(p) if isinstance(p, str) else tuple(p) for p in value]  # type: ignore[misc]
+    else:
+        raise _Bad(f"{value!r} is not a map of Kafka topic configs")
+    try:
+        return normalize_topic_config(items)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+
+
 def _split_pair(text: str) -> tuple[str, str]:
     if "=" not in text:
         raise _Bad(f"{text!r} is not key=value")
@@ -262,8 +293,19 @@ class Config:
         True, "Create missing output, repartition, changelog and dead-letter topics at startup.",
         _parse_bool, metavar="BOOL")
     replication_factor: int = _setting(
-        -1, "Replication factor of topics the daemon creates; -1 = min(3, number of brokers).",
-        _parse_int, metavar="N")
+        -1, "Replication factor of topics the daemon creates; -1 = the cluster's `default.replication.factor` "
+            "(read from the brokers). A topic is never created with fewer replicas: while fewer brokers are "
+            "alive, the daemon waits (`topic_creation_timeout_ms`). Existing topics with fewer replicas get a "
+            "WARNING.", _parse_int, metavar="N")
+    topic_creation_timeout_ms: int = _setting(
+        300_000, "How long the daemon waits at startup for enough brokers to create its topics with "
+                 "`replication_factor` replicas; past it, it exits with status 1 naming the topics, the factor "
+                 "and the brokers it sees.", _positive_int, metavar="MS")
+    topic_config: dict = _setting(  # type: ignore[type-arg]  # noqa: RUF009
+        {}, "Kafka topic configs for every topic the daemon creates (changelog, repartition, output, "
+            "dead-letter), e.g. `min.insync.replicas=2` (`key=value`, repeatable). The configs the daemon "
+            "needs (a changelog's `cleanup.policy` and retention, a repartition topic's `cleanup.policy` and "
+            "`retention.ms`) cannot be changed; unknown keys are refused.", _topic_config, metavar="KEY=VALUE")
     state_dir: str = _setting(
         "", "Directory for local state: task snapshots written on clean shutdown (store contents + "
             "changelog offset, so a restart replays only the changelog's tail) and the instance id that "
@@ -437,7 +479,7 @@ def _read_file(path: Path, by_name: Mapping[str, SettingInfo]) -> dict[str, Any]
         out: dict[str, Any] = {}
         for key, value in data.items():
             name = key.replace("-", "_").replace(".", "_")
-            if name in ("producer", "consumer"):
+            if name in ("producer", "consumer", "topic"):
                 name += "_config"
             if name not in by_name:
                 raise ConfigError(f"config file {str(path)!r}: unknown setting {key!r}")
@@ -446,6 +488,7 @@ def _read_file(path: Path, by_name: Mapping[str, SettingInfo]) -> dict[str, Any]
     out = {}
     producer: dict[str, str] = {}
     consumer: dict[str, str] = {}
+    topic: dict[str, str] = {}
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         text = line.strip()
         if not text or text[0] in "#!":
@@ -461,6 +504,9 @@ def _read_file(path: Path, by_name: Mapping[str, SettingInfo]) -> dict[str, Any]
             consumer[key[len("consumer."):]] = value
             continue
         name = key.replace("-", "_").replace(".", "_")
+        if name not in by_name and key.startswith("topic."):  # topic.min.insync.replicas (not topic.creation...)
+            topic[key[len("topic."):]] = value
+            continue
         if name not in by_name:
             raise ConfigError(f"config file {str(path)!r} line {lineno}: unknown setting {key!r}")
         out[name] = value
@@ -468,4 +514,6 @@ def _read_file(path: Path, by_name: Mapping[str, SettingInfo]) -> dict[str, Any]
         out["producer_config"] = producer
     if consumer:
         out["consumer_config"] = consumer
+    if topic:
+        out["topic_config"] = topic
     return out

@@ -31,3 +31,10 @@ class ProcessingError(StreamprocError):
 
 class TaskFailedError(StreamprocError):
     """A task cannot go on (delivery timeout, fenced producer, fatal processing error)."""
+
+
+class TopicSetupError(StreamprocError, ValueError):
+    """The topics on the cluster, or the ``topic_config`` setting, do not fit the topology: an
+    existing changelog with the wrong ``cleanup.policy``, an internal topic with too few partitions, a
+    topic config that would change what a changelog needs. Raised at startup, before any record is
+    processed; the message has one line per problem. The CLI exits with status 2 (a usage error)."""

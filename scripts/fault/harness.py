@@ -14,8 +14,9 @@ One run (:func:`run_fault_test`), against a real broker (a local one is started 
 
 1. creates the input topics (``partitions`` each) and produces a versioned ``rates`` table, starts
    the daemon (``streamproc run fault_topology`` as a subprocess, ``state_dir`` set, commits every
-   ``commit_interval_ms``) and waits until it committed the rates (so every payment's join is
-   deterministic);
+   ``commit_interval_ms``; it creates its own output, repartition and changelog topics with
+   ``--replication-factor`` and ``--topic-config`` from the config) and waits until it committed the
+   rates (so every payment's join is deterministic);
 2. produces clicks and payments at a steady rate in the background, and meanwhile ``kills`` times:
    waits a random time (``min_kill_s``..``max_kill_s``, so kills land during startup, restoration,
    processing and commits alike), sends SIGKILL and starts a new daemon at once;
@@ -87,9 +88,10 @@ class FaultConfig:
     #: localkafka handle), keep it down ``broker_down_s``, restart it
     target: str = "daemon"
     broker_down_s: float = 6.0
+    #: replication factor of the input topics, and of the topics the daemon creates itself (its
+    #: outputs, repartition and changelog topics: ``--replication-factor``)
     replication: int = 1
-    #: configs of every topic the harness creates (inputs, and with replication > 1 also the
-    #: daemon's outputs, repartition and changelog topics, created ahead of it)
+    #: configs of the input topics, and ``--topic-config`` of the daemon for the topics it creates
     topic_configs: dict[str, str] = field(default_factory=dict)
     workdir: Path | None = None
     verbose: bool = False
@@ -99,6 +101,9 @@ class FaultConfig:
 class FaultReport:
     guarantee: str
     records: int
+    #: the daemon's application id and the topic names of the run (``clicks``, ``sessions_out``, ...)
+    app_id: str = ""
+    topics: dict[str, str] = field(default_factory=dict)
     kills: list[dict[str, Any]] = field(default_factory=list)
     inputs: dict[str, int] = field(default_factory=dict)
     outputs: dict[str, int] = field(default_factory=dict)
@@ -345,7 +350,9 @@ class Daemon:
              f"--application-id={self.app_id}", f"--processing-guarantee={self.cfg.guarantee}",
              f"--state-dir={self.workdir / 'state'}", f"--commit-interval-ms={self.cfg.commit_interval_ms}",
              "--consumer-config", "session_timeout_ms=6000", "--consumer-config", "heartbeat_interval_ms=1000",
-             "--max-poll-records", "2000", "--loop", "asyncio", "--log-level", "info"],
+             "--max-poll-records", "2000", "--loop", "asyncio", "--log-level", "info",
+             f"--replication-factor={self.cfg.replication}",
+             *(f"--topic-config={k}={v}" for k, v in sorted(self.cfg.topic_configs.items()))],
             env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True)
 
     async def wait_running(self, tasks: int, timeout: float) -> float:
@@ -468,24 +475,6 @@ async def restored_stores(bootstrap: str, app_id: str, topology: Any, partitions
 # The run
 
 
-async def precreate_internal_topics(bootstrap: str, topics: dict[str, str], app_id: str, cfg: FaultConfig) -> None:
-    """Create the daemon's output, repartition and changelog topics with ``cfg.replication`` and
-    ``cfg.topic_configs`` (plus each changelog's own configs) before it starts."""
-    from streamproc.engine.task import Task
-    from streamproc.stores import changelog_topic_config
-
-    topology = build(topics)
-    plain = [topics["sessions_out"], topics["payments_out"]]
-    for st in topology.subtopologies_for(app_id):
-        plain += sorted(st.repartition_topics)
-        task = Task(topology, st.id, 0, app_id)
-        for name, topic in task.changelog_topics.items():
-            await create_topics(bootstrap, [topic], cfg.partitions, cfg.replication,
-                                {**cfg.topic_configs, **changelog_topic_config(task.stores[name])})
-        task.close()
-    await create_topics(bootstrap, sorted(set(plain)), cfg.partitions, cfg.replication, cfg.topic_configs)
-
-
 async def run_fault_test(bootstrap: str, cfg: FaultConfig, cluster: Any = None) -> FaultReport:
     started = time.monotonic()
     rng = random.Random(cfg.seed)
@@ -494,13 +483,11 @@ async def run_fault_test(bootstrap: str, cfg: FaultConfig, cluster: Any = None) 
     workdir.mkdir(parents=True, exist_ok=True)
     topics = {k: f"fault-{run_id}-{k}" for k in ("clicks", "rates", "payments", "sessions_out", "payments_out")}
     app_id = f"fault-{run_id}"
-    report = FaultReport(cfg.guarantee, cfg.records)
+    report = FaultReport(cfg.guarantee, cfg.records, app_id, dict(topics))
     rates, clicks, payments = make_inputs(cfg.records, cfg.seed)
     report.inputs = {"rates": len(rates), "clicks": len(clicks), "payments": len(payments)}
     await create_topics(bootstrap, [topics["clicks"], topics["rates"], topics["payments"]], cfg.partitions,
                         cfg.replication, cfg.topic_configs)
-    if cfg.replication > 1:
-        await precreate_internal_topics(bootstrap, topics, app_id, cfg)
     if cfg.target == "broker" and cluster is None:
         raise ValueError("target='broker' needs the cluster handle")
 

@@ -369,8 +369,11 @@ class Node:
 
 
 def _server_properties(node: Node, voters: str, size: int, overrides: dict[str, str]) -> str:
-    rf = "1" if size == 1 else "3"
-    min_isr = "1" if size == 1 else "2"
+    # As a production cluster sets them: every topic (created without an explicit factor, and the
+    # internal ones) gets 3 replicas, and acks=all needs 2 of them in sync, so one broker may be
+    # down without losing an acknowledged write or stopping writes. One broker: 1 and 1.
+    rf = str(min(3, size))
+    min_isr = "1" if size < 3 else "2"
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
@@ -385,6 +388,7 @@ def _server_properties(node: Node, voters: str, size: int, overrides: dict[str, 
         "delete.topic.enable": "true",
         "num.partitions": "1",
         "default.replication.factor": rf,
+        "min.insync.replicas": min_isr,
         "offsets.topic.replication.factor": rf,
         "offsets.topic.num.partitions": "10",
         "transaction.state.log.replication.factor": rf,
@@ -763,9 +767,10 @@ def start_cluster(
 ) -> KafkaHandle:
     """Start ``size`` separate broker+controller processes forming one KRaft quorum.
 
-    With 3 nodes: replication factor 3 is the default for new and internal topics,
-    ``min.insync.replicas`` can be set per topic (2 keeps producing with acks=all while one
-    node is down). Returns once every node lists all ``size`` brokers.
+    With 3 nodes: replication factor 3 is the default for new and internal topics and
+    ``min.insync.replicas`` is 2 (``default.replication.factor=3``, ``min.insync.replicas=2``, as
+    in production: acks=all writes go on while one node is down, and an acknowledged write is on
+    two nodes). Returns once every node lists all ``size`` brokers.
     """
     if size < 1:
         raise ValueError(f"cluster size must be >= 1, got {size}")

@@ -17,10 +17,12 @@ The app wires its parts and runs the loop; each part owns one responsibility:
   repartition purger, metrics.
 
 Lifecycle (a :class:`~streamproc.runtime.service.Service` with ordered children): before the
-children start, the topic plan is resolved (co-partitioning checked, missing output, repartition,
-changelog and dead-letter topics created). Children start in the order metrics -> producer ->
-acks (purgatory timer) -> purger -> restorer -> consumer (joins the group) -> committer, and stop in
-reverse, after the app's own shutdown (final commit, snapshots, close tasks), all within
+children start, the topic plan is resolved (co-partitioning checked, ``topic_config`` and the
+existing internal topics checked, missing output, repartition, changelog and dead-letter topics
+created with the asked replication factor, waiting for brokers when too few are alive). Children
+start in the order metrics -> producer -> acks (purgatory timer) -> purger -> restorer -> consumer
+(joins the group) -> committer, and stop in reverse, after the app's own shutdown (final commit,
+snapshots, close tasks), all within
 ``shutdown_timeout_ms``: the final commit gets at most half of it (a broker that is away makes it
 give up: the uncommitted input is processed again at the next start), a child that does not stop
 in time is closed without waiting.
@@ -59,7 +61,7 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from ..config import Config
 from ..engine.error_policy import ErrorPolicy, RecordError, Stage, classify, dead_letter_headers
 from ..engine.task import Task
-from ..errors import StreamprocError
+from ..errors import StreamprocError, TopicSetupError
 from .acks import InputProgress
 from .client_logs import limit_client_logs
 from .commit import AtLeastOnceCommit, CommitMode, CommitSequence, TransactionalCommit
@@ -71,7 +73,8 @@ from .restore import Restorer
 from .service import Service
 from .snapshot import Snapshots, save_on_shutdown
 from .task_manager import TaskManager
-from .topics import RepartitionPurger, TopicAdmin, TopicPlan, plan_topics
+from .topic_admin import TopicAdmin
+from .topics import RepartitionPurger, TopicPlan, apply_topic_config, check_existing_topics, plan_topics
 from .transactions import EOS_PRODUCER_DEFAULTS, Transactions
 
 __all__ = ["RecordError", "ShutdownTimeoutError", "StreamApp"]
@@ -190,6 +193,8 @@ class StreamApp(Service):
         limit_client_logs()
         if self.plan is None:
             await self._prepare_topics()
+            if self.plan is None:  # a stop was requested while waiting for brokers: nothing to start
+                return
         if self.snapshots is not None and not self._started:
             self.snapshots.lock()
         try:
@@ -211,7 +216,8 @@ class StreamApp(Service):
         try:
             try:
                 await self.start()
-                await self._run_loop()
+                if self.started:
+                    await self._run_loop()
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
@@ -305,13 +311,22 @@ class StreamApp(Service):
     def _set_fatal(self, exc: BaseException) -> None:
         if self.fatal is None:
             self.fatal = exc
-            log.error("fatal: %s: %s", type(exc).__name__, exc)
+            if not isinstance(exc, TopicSetupError):  # a usage error: the caller reports it (CLI: exit 2)
+                log.error("fatal: %s: %s", type(exc).__name__, exc)
         self._stop_requested = True
         self._stop_event.set()
 
     # ---- topics ----------------------------------------------------------------------------------
 
     async def _prepare_topics(self) -> None:
+        """Resolve the topic plan, check the existing topics and create the missing ones.
+
+        Raises :class:`TopicSetupError` (the CLI exits 2) when ``topic_config`` would change a config
+        an internal topic needs or an existing topic does not fit (one line each), and
+        :class:`TopologyError` for sources that are missing or not co-partitioned; both before any
+        client starts. Leaves :attr:`plan` None when a stop was requested while it waited for
+        brokers to create topics.
+        """
         from ..stores import changelog_topic_config
 
         cfg = self.config
@@ -320,11 +335,13 @@ class StreamApp(Service):
         existing = await admin.partition_counts()
         subs = []
         changelog_configs: dict[str, dict[str, str]] = {}
+        changelog_stores: dict[str, str] = {}
         for st in self.topology.subtopologies_for(app_id):
             probe = Task(self.topology, st.id, 0, app_id, changelog=cfg.changelog_enabled)
             try:
                 for name, topic in probe.changelog_topics.items():
                     changelog_configs[topic] = changelog_topic_config(probe.stores[name])
+                    changelog_stores[topic] = _store_label(name, probe.stores[name])
                 changelogs = dict(probe.changelog_topics)
             finally:
                 probe.close()
@@ -333,14 +350,40 @@ class StreamApp(Service):
                                         repartition_topics=st.repartition_topics, changelog_topics=changelogs,
                                         key_serdes=key_serdes))
         uses_dlq = ErrorPolicy.DEAD_LETTER in self._error_policy.values()
-        plan = plan_topics(subs, existing, changelog_configs, cfg.dead_letter_topic if uses_dlq else None)
+        plan = plan_topics(subs, existing, changelog_configs, cfg.dead_letter_topic if uses_dlq else None,
+                           changelog_stores)
+        problems: list[str] = []
+        try:
+            apply_topic_config(plan, cfg.topic_config)
+        except TopicSetupError as exc:
+            problems.append(str(exc))
+        factor: int | None = cfg.replication_factor
+        how = ""
+        if cfg.replication_factor < 0:
+            factor = (await admin.cluster()).default_replication_factor
+            how = "replication_factor=-1: the cluster's default.replication.factor"
+        errors, warnings = check_existing_topics(plan, await admin.describe(t for t in plan.outputs if t in existing),
+                                                 factor, how)
+        for line in warnings:
+            log.warning("%s", line)
+        problems += errors
+        if problems:
+            raise TopicSetupError("\n".join(problems))
         missing = plan.missing(existing)
         if missing:
             if not cfg.create_topics:
                 raise StreamprocError(
                     f"topics {[s.name for s in missing]} do not exist and create_topics is off; create them "
                     f"(partitions: {', '.join(f'{s.name}={s.partitions}' for s in missing)})")
-            await admin.create(missing, cfg.replication_factor)
+            if factor is None:
+                raise StreamprocError(
+                    "replication_factor=-1 asks for the cluster's default.replication.factor, but it could not be "
+                    "read from the brokers (DescribeConfigs not allowed?); set replication_factor to a positive number")
+            log.info("creating %d topic(s) with replication factor %d%s", len(missing), factor,
+                     f" ({how})" if how else "")
+            if not await admin.create(missing, factor, wait_s=cfg.topic_creation_timeout_ms / 1000, how=how,
+                                      stop=self._stop_event):
+                return
         self.plan = plan
         for sid, sources in sorted(self._subtopology_sources().items()):
             log.info("sub-topology %d: %d task(s), sources %s", sid, plan.subtopology_partitions[sid], sorted(sources))
@@ -493,6 +536,12 @@ class StreamApp(Service):
             self.tasks.assign(assigned)
         except Exception as exc:
             self._set_fatal(exc)
+
+
+def _store_label(name: str, store: Any) -> str:
+    """``key-value store 'counts'``: a store as topic messages name it."""
+    kind = getattr(getattr(store, "inner", store), "kind", None)
+    return f"{str(kind).replace('_', '-')} store {name!r}" if kind else f"store {name!r}"
 
 
 def _serde_name(serde: Any) -> str | None:

@@ -10,8 +10,19 @@ Changelog topics get their sub-topology's count; the dead-letter topic the large
 Repartition topics are created with ``retention.ms=-1`` (:data:`REPARTITION_TOPIC_CONFIG`) and
 purged up to the committed offsets by the :class:`RepartitionPurger`.
 
-:class:`TopicAdmin` reads the broker's metadata (one metadata request for all topics, so asking
-never auto-creates anything) and creates what the plan marks missing.
+Topic configs (:func:`apply_topic_config`): every topic the daemon creates gets the user's
+``topic_config`` on top of the daemon's defaults, under the configs the daemon *requires*
+(:attr:`TopicSpec.required`: a changelog's ``cleanup.policy`` and retention, a repartition topic's
+``cleanup.policy`` and ``retention.ms``); a ``topic_config`` value that would change one of them is a
+:class:`~streamproc.errors.TopicSetupError`.
+
+Existing topics (:func:`check_existing_topics`) are checked before anything is processed: a
+changelog whose ``cleanup.policy`` is not what its store needs, a changelog with fewer partitions
+than its sub-topology's tasks, a repartition topic whose count differs from its writer's: errors (one
+line each); a replication factor below the asked one: a warning.
+
+:class:`~streamproc.runtime.topic_admin.TopicAdmin` (``topic_admin.py``) reads the cluster and
+creates what the plan marks missing.
 """
 
 from __future__ import annotations
@@ -23,13 +34,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic, RecordsToDelete
+from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
 
-from ..errors import TopologyError
+from ..errors import TopicSetupError, TopologyError
 from .service import Service
 
-__all__ = ["REPARTITION_TOPIC_CONFIG", "RepartitionPurger", "TopicAdmin", "TopicPlan", "TopicSpec", "check_key_serdes",
-           "plan_topics"]
+__all__ = ["REPARTITION_TOPIC_CONFIG", "REPARTITION_TOPIC_REQUIRED", "RepartitionPurger", "TopicPlan", "TopicSpec",
+           "TopicState", "apply_topic_config", "check_existing_topics", "check_key_serdes", "plan_topics"]
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +50,25 @@ log = logging.getLogger(__name__)
 #: :class:`RepartitionPurger` deletes what the group has committed instead.
 REPARTITION_TOPIC_CONFIG: Mapping[str, str] = {"cleanup.policy": "delete", "retention.ms": "-1",
                                                "segment.ms": "600000"}
+#: The part of :data:`REPARTITION_TOPIC_CONFIG` a user ``topic_config`` may not change.
+REPARTITION_TOPIC_REQUIRED: Mapping[str, str] = {"cleanup.policy": "delete", "retention.ms": "-1"}
 
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic the daemon writes: ``kind`` in output | repartition | changelog | dead-letter."""
+    """A topic the daemon writes: ``kind`` in output | repartition | changelog | dead-letter.
+
+    ``configs``: the configs it is created with; ``required``: those of them the daemon needs
+    (a user ``topic_config`` may not change them); ``owner``: for a changelog, its store
+    (``key-value store 'counts'``), named in messages.
+    """
 
     name: str
     partitions: int
     kind: str
     configs: Mapping[str, str] = field(default_factory=dict)
+    required: Mapping[str, str] = field(default_factory=dict)
+    owner: str = ""
 
 
 @dataclass
@@ -63,6 +83,9 @@ class TopicPlan:
     outputs: dict[str, TopicSpec]
     #: sub-topology id -> {store name: changelog topic}
     changelogs: dict[int, dict[str, str]]
+    #: internal topic (changelog, repartition) -> the task count it must serve (its sub-topology's;
+    #: a repartition topic's writer's)
+    internal_tasks: dict[str, int] = field(default_factory=dict)
 
     @property
     def source_topics(self) -> list[str]:
@@ -80,13 +103,19 @@ class TopicPlan:
 
 def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
                 changelog_configs: Mapping[str, Mapping[str, str]] | None = None,
-                dead_letter_topic: str | None = None) -> TopicPlan:
+                dead_letter_topic: str | None = None,
+                changelog_stores: Mapping[str, str] | None = None) -> TopicPlan:
     """Resolve partition counts.
 
     ``subtopologies``: objects with ``id``, ``source_topics``, ``sink_topics``,
     ``repartition_topics`` and ``changelog_topics`` (store -> topic), names already resolved for
     the application id. ``existing``: topic -> partition count on the broker.
-    ``changelog_configs``: changelog topic -> topic configs.
+    ``changelog_configs``: changelog topic -> the topic configs its store needs (all required).
+    ``changelog_stores``: changelog topic -> its store, as messages name it.
+
+    Raises :class:`TopologyError` for sources that do not exist or are not co-partitioned. Existing
+    internal topics with wrong partition counts are not raised here: :func:`check_existing_topics`
+    reports them with the other problems of existing topics.
     """
     subs = list(subtopologies)
     for st in subs:
@@ -145,34 +174,136 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
                                 f"their sources are only written by each other (a cycle)")
 
     outputs: dict[str, TopicSpec] = {}
+    internal_tasks: dict[str, int] = {}
     for topic, ws in writers.items():
         n = count_of(topic)
         want = max(counts[w] for w in ws)
-        kind = "repartition" if topic in repartition else "output"
-        if topic in existing:
-            if kind == "repartition" and existing[topic] != want:
-                raise TopologyError(
-                    f"repartition topic {topic!r} has {existing[topic]} partitions but its writing sub-topology "
-                    f"has {want}; delete the topic so it is recreated")
-            n = existing[topic]
-        configs = REPARTITION_TOPIC_CONFIG if kind == "repartition" else {}
-        outputs[topic] = TopicSpec(topic, n if n is not None else want, kind, dict(configs))
+        if topic in repartition:
+            internal_tasks[topic] = want
+            outputs[topic] = TopicSpec(topic, existing.get(topic, want), "repartition",
+                                       dict(REPARTITION_TOPIC_CONFIG), dict(REPARTITION_TOPIC_REQUIRED))
+        else:
+            outputs[topic] = TopicSpec(topic, existing.get(topic, n if n is not None else want), "output")
 
     changelogs: dict[int, dict[str, str]] = {}
     cfgs = changelog_configs or {}
+    owners = changelog_stores or {}
     for st in subs:
         changelogs[st.id] = dict(st.changelog_topics)
-        for topic in st.changelog_topics.values():
-            if topic in existing and existing[topic] < counts[st.id]:
-                raise TopologyError(
-                    f"changelog topic {topic!r} has {existing[topic]} partitions but sub-topology {st.id} has "
-                    f"{counts[st.id]} tasks; it needs at least as many partitions")
-            outputs[topic] = TopicSpec(topic, existing.get(topic, counts[st.id]), "changelog",
-                                       dict(cfgs.get(topic, {})))
+        for store, topic in st.changelog_topics.items():
+            internal_tasks[topic] = counts[st.id]
+            needs = dict(cfgs.get(topic, {}))
+            outputs[topic] = TopicSpec(topic, existing.get(topic, counts[st.id]), "changelog", needs, dict(needs),
+                                       owners.get(topic, f"store {store!r}"))
     if dead_letter_topic:
         n = existing.get(dead_letter_topic, max(counts.values(), default=1))
         outputs[dead_letter_topic] = TopicSpec(dead_letter_topic, n, "dead-letter")
-    return TopicPlan(counts, readers, outputs, changelogs)
+    return TopicPlan(counts, readers, outputs, changelogs, internal_tasks)
+
+
+def apply_topic_config(plan: TopicPlan, topic_config: Mapping[str, str]) -> None:
+    """Give every topic of ``plan`` the user's ``topic_config`` (in place): daemon defaults, then
+    the user's configs, then the daemon's required configs.
+
+    A ``topic_config`` value that differs from a config some topic requires raises
+    :class:`TopicSetupError` with one line per such topic, naming the key, both values and why. The
+    check covers every topic of the plan, existing or not, so a setting is refused or accepted the
+    same way on every start.
+    """
+    if not topic_config:
+        return
+    problems: list[str] = []
+    for name, spec in sorted(plan.outputs.items()):
+        for key, needed in sorted(spec.required.items()):
+            given = topic_config.get(key)
+            if given is not None and not _same_config(key, given, needed):
+                what = f"its {spec.owner} needs" if spec.owner else "the daemon needs"
+                problems.append(
+                    f"topic_config {key}={given} cannot apply to {spec.kind} topic {name!r}: {what} {key}={needed} "
+                    f"(the daemon sets it on the topics it creates); remove {key} from topic_config")
+        if not problems:
+            plan.outputs[name] = _with_configs(spec, {**spec.configs, **topic_config, **spec.required})
+    if problems:
+        raise TopicSetupError("\n".join(problems))
+
+
+def _with_configs(spec: TopicSpec, configs: Mapping[str, str]) -> TopicSpec:
+    return TopicSpec(spec.name, spec.partitions, spec.kind, dict(configs), spec.required, spec.owner)
+
+
+def _same_config(key: str, a: str, b: str) -> bool:
+    if key == "cleanup.policy":  # a list: "compact,delete" == "delete, compact"
+        return _policy(a) == _policy(b)
+    return a.strip() == b.strip()
+
+
+def _policy(value: str) -> frozenset[str]:
+    return frozenset(p.strip().lower() for p in value.strip().strip("[]").split(",") if p.strip())
+
+
+def _policy_cost(actual: str, needed: str) -> str:
+    """Why a changelog's cleanup policy matters, for the error line."""
+    have, want = _policy(actual), _policy(needed)
+    if "compact" in want and "compact" not in have:
+        return "without compaction the broker deletes state by time or size and a restore misses it"
+    if "delete" in have and "delete" not in want:
+        return "with delete the broker deletes live state by time and a restore misses it"
+    return "without delete the changelog keeps expired windows forever and restores keep growing"
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """An existing topic as the cluster describes it: partition count, replication factor (the
+    smallest replica count of its partitions) and topic configs (empty when not described)."""
+
+    partitions: int
+    replication: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+def check_existing_topics(plan: TopicPlan, states: Mapping[str, TopicState],
+                          replication_factor: int | None, replication_origin: str = "") -> tuple[list[str], list[str]]:
+    """Check the topics of ``plan`` that exist (``states``) against what the daemon needs.
+
+    Returns ``(errors, warnings)``, one line each. Errors: a changelog whose ``cleanup.policy``
+    differs from its store's; a changelog with fewer partitions than its sub-topology's tasks; a
+    repartition topic whose partition count is not its writing sub-topology's task count. Warnings:
+    a topic whose replication factor is below ``replication_factor`` (the asked factor; None: not
+    checked), since it may have been chosen; ``replication_origin`` says where the factor came from.
+    """
+    errors: list[str] = []
+    warnings: list[str] = []
+    for name, spec in sorted(plan.outputs.items()):
+        state = states.get(name)
+        if state is None:
+            continue
+        tasks = plan.internal_tasks.get(name)
+        if spec.kind == "changelog":
+            needed = spec.required.get("cleanup.policy")
+            actual = state.configs.get("cleanup.policy")
+            if needed is not None and actual is not None and not _same_config("cleanup.policy", actual, needed):
+                errors.append(
+                    f"changelog topic {name!r} has cleanup.policy={actual} but its {spec.owner} needs "
+                    f"cleanup.policy={needed} ({_policy_cost(actual, needed)}); "
+                    f"change it (kafka-configs.sh --alter --entity-type topics --entity-name {name} --add-config "
+                    f"cleanup.policy=[{needed}]) or delete the topic so the daemon creates it (its state is lost)")
+            if tasks is not None and state.partitions < tasks:
+                errors.append(
+                    f"changelog topic {name!r} has {state.partitions} partition(s) but its {spec.owner} has {tasks} "
+                    f"tasks, one changelog partition each; add partitions (kafka-topics.sh --alter --topic {name} "
+                    f"--partitions {tasks}) or delete the topic so the daemon creates it")
+        elif spec.kind == "repartition" and tasks is not None and state.partitions != tasks:
+            errors.append(
+                f"repartition topic {name!r} has {state.partitions} partition(s) but its writing sub-topology has "
+                f"{tasks} tasks and needs exactly {tasks}; delete the topic (once the group has consumed it) so the "
+                f"daemon creates it")
+        if replication_factor is not None and state.replication < replication_factor:
+            warnings.append(
+                f"{spec.kind} topic {name!r} has replication factor {state.replication}, below the "
+                f"{replication_factor} asked{f' ({replication_origin})' if replication_origin else ''}; the daemon "
+                f"does not change existing topics: add replicas with kafka-reassign-partitions.sh if it was not "
+                f"chosen")
+    return errors, warnings
 
 
 def check_key_serdes(subtopology: Any) -> None:
@@ -197,71 +328,6 @@ def check_key_serdes(subtopology: Any) -> None:
             f"their key serdes differ: {shown}; a key would land on different partitions of each. Give the "
             f"table the key serde its topic is written with (StreamsBuilder.table(..., key_serde=...)): the "
             f"repartition topic before a join uses the table's key serde")
-
-
-class TopicAdmin:
-    """Broker metadata and topic creation through ``AIOKafkaAdminClient``."""
-
-    def __init__(self, bootstrap_servers: str, client_id: str) -> None:
-        self._bootstrap = bootstrap_servers
-        self._client_id = client_id
-
-    async def _admin(self) -> AIOKafkaAdminClient:
-        admin = AIOKafkaAdminClient(bootstrap_servers=self._bootstrap, client_id=self._client_id,
-                                    request_timeout_ms=30_000)
-        await admin.start()
-        return admin
-
-    async def partition_counts(self) -> dict[str, int]:
-        """Every existing topic -> its partition count (describing all topics creates none)."""
-        admin = await self._admin()
-        try:
-            described = await admin.describe_topics()
-            return {t["topic"]: len(t["partitions"]) for t in described if t["error_code"] == 0}
-        finally:
-            await admin.close()
-
-    async def broker_count(self) -> int:
-        admin = await self._admin()
-        try:
-            return len((await admin.describe_cluster())["brokers"])
-        finally:
-            await admin.close()
-
-    async def create(self, specs: list[TopicSpec], replication_factor: int, timeout_s: float = 60.0) -> None:
-        """Create ``specs``; a topic created concurrently by another instance is fine. Waits until
-        the metadata shows every partition."""
-        if not specs:
-            return
-        admin = await self._admin()
-        try:
-            if replication_factor < 0:
-                replication_factor = max(1, min(3, len((await admin.describe_cluster())["brokers"])))
-            new = [NewTopic(s.name, s.partitions, replication_factor, topic_configs=dict(s.configs)) for s in specs]
-            response = await admin.create_topics(new, timeout_ms=int(timeout_s * 1000))
-            for entry in response.topic_errors:
-                name, code = entry[0], entry[1]
-                if code not in (0, 36):  # 36 = TOPIC_ALREADY_EXISTS (another instance won the race)
-                    message = entry[2] if len(entry) > 2 else ""
-                    raise TopologyError(f"creating topic {name!r} failed with Kafka error code {code}: {message}")
-            for s in specs:
-                log.info("created %s topic %s (%d partitions, replication %d%s)", s.kind, s.name, s.partitions,
-                         replication_factor, f", {dict(s.configs)}" if s.configs else "")
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout_s
-            want = {s.name: s.partitions for s in specs}
-            while True:
-                described = await admin.describe_topics(list(want))
-                ready = {t["topic"] for t in described if t["error_code"] == 0
-                         and len(t["partitions"]) >= want.get(t["topic"], 0)
-                         and all(p["leader"] >= 0 for p in t["partitions"])}
-                if ready >= set(want):
-                    return
-                if loop.time() > deadline:
-                    raise TopologyError(f"topics {sorted(set(want) - ready)} not ready {timeout_s} s after creation")
-                await asyncio.sleep(0.1)
-        finally:
-            await admin.close()
 
 
 class RepartitionPurger(Service):

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "streamproc"
 
 #: Layer of each top-level module or sub-package of streamproc, lowest first (docs/architecture.md).
 LAYERS: dict[str, int] = {
-    "records": 0, "serde": 0, "time": 0, "errors": 0, "config": 0, "_native": 0,
+    "records": 0, "serde": 0, "time": 0, "errors": 0, "config": 0, "topic_config": 0, "_native": 0,
     "stores": 1, "purgatory": 1,
     "processors": 2,
     "dsl": 3,

@@ -106,3 +106,13 @@ def test_a_topology_module_in_the_current_directory_is_found(tmp_path, monkeypat
     assert "give the module name: 'mytopo_in_cwd'" in capsys.readouterr().err
     assert main(["describe", "not_in_cwd_either"]) == 2
     assert f"no module 'not_in_cwd_either' in the current directory ({tmp_path})" in capsys.readouterr().err
+
+
+def test_unknown_topic_config_exits_2_before_start(capsys: pytest.CaptureFixture[str]) -> None:
+    # no broker at this address: the key is refused before anything connects
+    assert main(["run", "topologies.sessions", "--application-id", "a", "--bootstrap-servers", "127.0.0.1:1",
+                 "--topic-config", "min.insync.replicas=2", "--topic-config", "retention.mss=5"]) == 2
+    err = capsys.readouterr().err
+    assert "topic_config (from flag --topic-config): unknown Kafka topic config 'retention.mss'; did you mean " \
+           "'retention.ms'" in err
+    assert "Traceback" not in err

@@ -97,3 +97,35 @@ def test_docs_list_every_setting() -> None:
     text = (Path(__file__).resolve().parents[3] / "docs" / "running.md").read_text()
     for r in settings():
         assert f"| `{r.name}` | `{r.flag}` | `{r.env}` |" in text, r.name
+
+
+def test_topic_config_from_every_source(tmp_path: Path) -> None:
+    c = Config.load(flags={"application_id": "a", "topic_config": ["min.insync.replicas=2",
+                                                                    "cleanup.policy=compact,delete"]}, env={})
+    assert c.topic_config == {"min.insync.replicas": "2", "cleanup.policy": "compact,delete"}
+    env = {"STREAMPROC_TOPIC_CONFIG": "min.insync.replicas=2,cleanup.policy=compact,delete,compression.type=lz4"}
+    assert Config.load(flags={"application_id": "a"}, env=env).topic_config == {
+        "min.insync.replicas": "2", "cleanup.policy": "compact,delete", "compression.type": "lz4"}
+    toml = tmp_path / "app.toml"
+    toml.write_text('application_id = "a"\n[topic_config]\nmin.insync.replicas = 2\n"segment.ms" = 600000\n'
+                    'unclean_leader_election_enable = false\n')
+    assert Config.load(env={}, file=toml).topic_config == {
+        "min.insync.replicas": "2", "segment.ms": "600000", "unclean.leader.election.enable": "false"}
+    props = tmp_path / "app.properties"
+    props.write_text("application.id=a\ntopic.min.insync.replicas=2\ntopic.creation.timeout.ms=5000\n")
+    c = Config.load(env={}, file=props)
+    assert (c.topic_config, c.topic_creation_timeout_ms) == ({"min.insync.replicas": "2"}, 5000)
+    assert Config(application_id="a").topic_config == {}
+
+
+def test_unknown_topic_config_is_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"topic_config \(from flag --topic-config\): unknown Kafka topic config "
+                                          r"'min.isr'; .*the topic configs are: cleanup.policy, "):
+        Config.load(flags={"application_id": "a", "topic_config": ["min.isr=2"]}, env={})
+    with pytest.raises(ConfigError, match=r"unknown Kafka topic config 'min.insync.replica'; did you mean "
+                                          r"'min.insync.replicas'\?"):
+        Config.load(flags={"application_id": "a"}, env={"STREAMPROC_TOPIC_CONFIG": "min.insync.replica=2"})
+    with pytest.raises(ConfigError, match="'retention' is not key=value"):
+        Config.load(flags={"application_id": "a"}, env={"STREAMPROC_TOPIC_CONFIG": "retention"})
+    with pytest.raises(ConfigError, match="replication_factor: 0 must be -1 or a positive integer"):
+        Config(application_id="a", replication_factor=0)

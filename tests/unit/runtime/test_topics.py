@@ -9,9 +9,9 @@ import pytest
 from streamproc import serde
 from streamproc.dsl import StreamsBuilder
 from streamproc.dsl.options import Joined
-from streamproc.errors import TopologyError
-from streamproc.runtime.topics import plan_topics
-from topologies import currency, sessions
+from streamproc.errors import TopicSetupError, TopologyError
+from streamproc.runtime.topics import TopicState, apply_topic_config, check_existing_topics, plan_topics
+from topologies import currency, sessions, wordcount
 
 
 def subs(topology, app="app"):
@@ -59,10 +59,77 @@ def test_missing_source_topic() -> None:
 def test_existing_topics_keep_their_counts_and_bad_internal_counts_fail() -> None:
     plan = plan_topics(subs(sessions.build()), {"clicks": 8, "session-stats": 3})
     assert plan.outputs["session-stats"].partitions == 3
-    with pytest.raises(TopologyError, match="changelog topic 'app-session-clicks-changelog' has 2 partitions"):
-        plan_topics(subs(sessions.build()), {"clicks": 8, "app-session-clicks-changelog": 2})
-    with pytest.raises(TopologyError, match="'app-convert-repartition' \\(3 partitions\\)"):
+    with pytest.raises(TopologyError, match="'app-convert-repartition' \\(3 partitions\\)"):  # co-partitioning
         plan_topics(subs(currency.build()), {"rates": 4, "payments": 4, "app-convert-repartition": 3})
+    log = "app-session-clicks-changelog"
+    plan = plan_topics(subs(sessions.build()), {"clicks": 8, log: 2}, {log: {"cleanup.policy": "compact,delete"}},
+                       changelog_stores={log: "session store 'session-clicks'"})
+    errors, warnings = check_existing_topics(plan, {log: TopicState(2, 3, {"cleanup.policy": "delete,compact"})}, 3)
+    assert errors == [(f"changelog topic {log!r} has 2 partition(s) but its session store 'session-clicks' has 8 "
+                      f"tasks, one changelog partition each; add partitions (kafka-topics.sh --alter --topic {log} "
+                      f"--partitions 8) or delete the topic so the daemon creates it")]
+    assert warnings == []
+
+
+def _wordcount_plan(existing):
+    log, rep = "app-word-counts-store-changelog", "app-words-repartition"
+    plan = plan_topics(subs(wordcount.build()), {"sentences": 4, **existing},
+                       {log: {"cleanup.policy": "compact"}}, changelog_stores={log: "key-value store 'word-counts-store'"})
+    return plan, log, rep
+
+
+def test_existing_internal_topics_checked_one_line_each() -> None:
+    plan, log, rep = _wordcount_plan({"app-word-counts-store-changelog": 2, "app-words-repartition": 3,
+                                      "word-counts": 4})
+    states = {log: TopicState(2, 1, {"cleanup.policy": "delete"}), rep: TopicState(3, 3, {"cleanup.policy": "delete"}),
+              "word-counts": TopicState(4, 2, {})}
+    errors, warnings = check_existing_topics(plan, states, 3, "replication_factor=-1: the cluster's default")
+    assert len(errors) == 3, errors
+    assert errors[0].startswith(f"changelog topic {log!r} has cleanup.policy=delete but its key-value store "
+                                f"'word-counts-store' needs cleanup.policy=compact")
+    assert "--add-config cleanup.policy=[compact]" in errors[0]
+    assert errors[1].startswith(f"changelog topic {log!r} has 2 partition(s) but its key-value store")
+    assert errors[2].startswith(f"repartition topic {rep!r} has 3 partition(s) but its writing sub-topology has 4 "
+                                f"tasks")
+    assert warnings == [
+        (f"changelog topic {log!r} has replication factor 1, below the 3 asked (replication_factor=-1: the cluster's "
+        f"default); the daemon does not change existing topics: add replicas with kafka-reassign-partitions.sh if it "
+        f"was not chosen"),
+        ("output topic 'word-counts' has replication factor 2, below the 3 asked (replication_factor=-1: the "
+        "cluster's default); the daemon does not change existing topics: add replicas with "
+        "kafka-reassign-partitions.sh if it was not chosen")]
+    # what fits passes: the right policy (in any order), enough partitions, replication as asked
+    good = {log: TopicState(4, 3, {"cleanup.policy": "compact"}), rep: TopicState(4, 3, {})}
+    assert check_existing_topics(plan, good, 3) == ([], [])
+    assert check_existing_topics(plan, states, None)[1] == []  # factor unknown: not checked
+
+
+def test_topic_config_applies_under_the_daemons_required_configs() -> None:
+    plan, log, rep = _wordcount_plan({})
+    apply_topic_config(plan, {"min.insync.replicas": "2", "segment.ms": "60000"})
+    assert dict(plan.outputs[log].configs) == {"cleanup.policy": "compact", "min.insync.replicas": "2",
+                                               "segment.ms": "60000"}
+    assert dict(plan.outputs[rep].configs) == {"cleanup.policy": "delete", "retention.ms": "-1",
+                                               "segment.ms": "60000", "min.insync.replicas": "2"}
+    assert dict(plan.outputs["word-counts"].configs) == {"min.insync.replicas": "2", "segment.ms": "60000"}
+
+
+def test_topic_config_changing_a_required_config_is_refused_naming_it() -> None:
+    plan, log, rep = _wordcount_plan({})
+    with pytest.raises(TopicSetupError) as info:
+        apply_topic_config(plan, {"cleanup.policy": "compact"})
+    assert str(info.value) == (
+        f"topic_config cleanup.policy=compact cannot apply to repartition topic {rep!r}: the daemon needs "
+        f"cleanup.policy=delete (the daemon sets it on the topics it creates); remove cleanup.policy from topic_config")
+    with pytest.raises(TopicSetupError, match=f"topic_config cleanup.policy=delete cannot apply to changelog topic "
+                                              f"'{log}': its key-value store 'word-counts-store' needs "
+                                              f"cleanup.policy=compact"):
+        apply_topic_config(_wordcount_plan({})[0], {"cleanup.policy": "delete"})
+    sess = plan_topics(subs(sessions.build()), {"clicks": 2},
+                       {"app-session-clicks-changelog": {"cleanup.policy": "compact,delete", "retention.ms": "99"}})
+    with pytest.raises(TopicSetupError, match="topic_config retention.ms=1000 cannot apply to changelog topic"):
+        apply_topic_config(sess, {"retention.ms": "1000"})
+    apply_topic_config(sess, {"cleanup.policy": "delete, compact"})  # the same policy: accepted
 
 
 def test_rekeyed_join_repartitions_with_the_tables_key_serde() -> None:
