@@ -32,7 +32,9 @@ in a properties file.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
+import logging
 import os
 import re
 import tomllib
@@ -50,6 +52,18 @@ __all__ = ["CONFIG_FILE_ENV", "ENV_PREFIX", "Config", "ConfigError", "SettingInf
 ENV_PREFIX = "STREAMPROC_"
 #: Environment variable naming a config file (the ``--config`` flag wins over it).
 CONFIG_FILE_ENV = "STREAMPROC_CONFIG"
+#: ``STREAMPROC_*`` variables that are not settings: read by the compiled-module loader, the set-up
+#: and test scripts, the benchmarks. Any other ``STREAMPROC_*`` variable that names no setting is
+#: warned about (a misspelt setting would otherwise be ignored silently).
+OTHER_ENV = frozenset({
+    "STREAMPROC_PURE_PYTHON", "STREAMPROC_NO_COMPILE", "STREAMPROC_CACHE", "STREAMPROC_VENV",
+    "STREAMPROC_KAFKA_VERSION", "STREAMPROC_KAFKA_STREAMS_VERSION", "STREAMPROC_KAFKA_DATA",
+    "STREAMPROC_PEER_VENVS", "STREAMPROC_SPARK_RECORDS", "STREAMPROC_FAULT_KILLS", "STREAMPROC_FAULT_RECORDS",
+    "STREAMPROC_FAULT_SEED", "STREAMPROC_DAEMON_TEST_RECORDS", "STREAMPROC_DAEMON_REBALANCE_RECORDS",
+    "STREAMPROC_EOS_TEST_RECORDS",
+})
+
+log = logging.getLogger("streamproc.config")
 
 ERROR_POLICIES = ("fail", "skip", "dead-letter")
 GUARANTEES = ("at_least_once", "exactly_once_v2")
@@ -159,11 +173,48 @@ def _override_value(text: str) -> Any:
     return text.strip()
 
 
-def _client_params(client: str) -> set[str]:
+def _client_params(client: str) -> dict[str, Any]:
+    """The aiokafka ``client`` (producer or consumer) arguments with their defaults."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     cls = AIOKafkaProducer if client == "producer" else AIOKafkaConsumer
-    return {p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "loop", "topics")}
+    return {name: p.default for name, p in inspect.signature(cls.__init__).parameters.items()
+            if name not in ("self", "loop", "topics")}
+
+
+#: Client arguments with a fixed set of values (``None`` allowed where aiokafka's default is None).
+_CLIENT_CHOICES: dict[str, tuple[Any, ...]] = {
+    "acks": (0, 1, -1, "all"),
+    "compression_type": (None, "gzip", "snappy", "lz4", "zstd"),
+    "isolation_level": ("read_uncommitted", "read_committed"),
+    "security_protocol": ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+    "sasl_mechanism": ("PLAIN", "GSSAPI", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"),
+}
+#: Client arguments that are numbers although aiokafka's default is None.
+_CLIENT_OPTIONAL_INTS = {"rebalance_timeout_ms", "max_poll_records"}
+
+
+def _check_client_value(key: str, value: Any, default: Any) -> None:
+    """A ``_Bad`` naming what ``value`` of client argument ``key`` must be, judged by aiokafka's
+    default for it (a bool, an int, a str, one of a few choices); arguments that are objects (an
+    SSL context, a partitioner...) cannot come from a setting."""
+    if key in _CLIENT_CHOICES:
+        if value not in _CLIENT_CHOICES[key]:
+            raise _Bad(f"must be one of {', '.join(repr(c) for c in _CLIENT_CHOICES[key])}")
+        return
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise _Bad("must be true or false")
+    elif isinstance(default, int) or key in _CLIENT_OPTIONAL_INTS:
+        if value is None and default is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _Bad("must be a non-negative integer")
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise _Bad("must be text")
+    elif default is not None:
+        raise _Bad(f"is a {type(default).__name__} object in aiokafka: it cannot be set from a setting")
 
 
 #: Overrides the daemon must own (it sets them from other settings or relies on them).
@@ -196,7 +247,12 @@ def _overrides(client: str) -> Callable[[Any], dict[str, Any]]:
                            f"{', '.join(sorted(known))})")
             if key in _RESERVED[client]:
                 raise _Bad(f"{client} setting {raw_key!r} is managed by streamproc and cannot be overridden")
-            out[key] = _override_value(raw_val) if isinstance(raw_val, str) else raw_val
+            value = _override_value(raw_val) if isinstance(raw_val, str) else raw_val
+            try:
+                _check_client_value(key, value, known[key])
+            except _Bad as exc:
+                raise _Bad(f"{client} setting {raw_key}={raw_val!r} {exc}") from None
+            out[key] = value
         return out
 
     return parse
@@ -312,7 +368,11 @@ class Config:
             "names the transactional producer. Empty: no snapshots. One directory per running instance.",
         _parse_str, metavar="DIR")
     restore_log_interval_ms: int = _setting(
-        2000, "How often restoration progress is logged per changelog partition.", _positive_int, metavar="MS")
+        2000, "How often restoration progress is logged per changelog partition (the first line after one "
+              "interval).", _positive_int, metavar="MS")
+    progress_log_interval_ms: int = _setting(
+        30_000, "How often a progress line is logged at INFO while records flow: records/s in and out, lag, "
+                "pending acks; 0 = never.", _non_negative_int, metavar="MS")
     deserialization_error_policy: str = _setting(
         "fail", "A record whose bytes do not deserialize: `fail` (stop the daemon), `skip` (log, count) "
                 "or `dead-letter` (send the original bytes to the dead-letter topic).",
@@ -411,6 +471,7 @@ class Config:
             if value is None:
                 continue
             values[name], sources[name] = value, f"flag {by_name[name].flag}"
+        _warn_unknown_env(env, {info.env for info in by_name.values()})
         # parse each value here so errors name the source
         parsed: dict[str, Any] = {}
         for name, value in values.items():
@@ -516,4 +577,19 @@ def _read_file(path: Path, by_name: Mapping[str, SettingInfo]) -> dict[str, Any]
         out["consumer_config"] = consumer
     if topic:
         out["topic_config"] = topic
+    return out
+
+
+def _warn_unknown_env(env: Mapping[str, str], setting_vars: set[str]) -> list[str]:
+    """One WARNING per ``STREAMPROC_*`` variable of ``env`` that names no setting (and is not one of
+    :data:`OTHER_ENV`), with the closest setting's variable; returns the warnings."""
+    out = []
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or name in setting_vars or name in OTHER_ENV or name == CONFIG_FILE_ENV:
+            continue
+        suffixes = {var[len(ENV_PREFIX):]: var for var in setting_vars}
+        close = difflib.get_close_matches(name[len(ENV_PREFIX):], sorted(suffixes), n=1, cutoff=0.6)
+        hint = f"; did you mean {suffixes[close[0]]}?" if close else "; `streamproc run --help` lists the settings"
+        out.append(f"environment variable {name} names no streamproc setting and is ignored{hint}")
+        log.warning("%s", out[-1])
     return out

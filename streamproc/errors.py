@@ -16,12 +16,17 @@ class TopologyError(StreamprocError, ValueError):
 
 
 class ProcessingError(StreamprocError):
-    """A user function raised while a record was processed; carries the record's position."""
+    """A user function raised while a record was processed; carries the record's position.
+
+    ``reason`` is the message without the position (the task appends ``at topic[partition]@offset``
+    to the message once it knows it), for reports that name the position themselves.
+    """
 
     def __init__(self, message: str, *, key: object = None, topic: str | None = None,
                  partition: int | None = None, offset: int | None = None,
                  operator: str | None = None) -> None:
         super().__init__(message)
+        self.reason = message
         self.key = key
         self.topic = topic
         self.partition = partition

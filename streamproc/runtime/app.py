@@ -61,7 +61,7 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from ..config import Config
 from ..engine.error_policy import ErrorPolicy, RecordError, Stage, classify, dead_letter_headers
 from ..engine.task import Task
-from ..errors import StreamprocError, TopicSetupError
+from ..errors import ProcessingError, StreamprocError, TopicSetupError
 from .acks import InputProgress
 from .client_logs import limit_client_logs
 from .commit import AtLeastOnceCommit, CommitMode, CommitSequence, TransactionalCommit
@@ -69,6 +69,7 @@ from .consumer import AckService, InputConsumer
 from .drops import DropReporter
 from .metrics import Metrics
 from .producer import OutputProducer, SendBuffer, to_bytes
+from .progress_log import ProgressLog
 from .restore import Restorer
 from .service import Service
 from .snapshot import Snapshots, save_on_shutdown
@@ -122,6 +123,7 @@ class StreamApp(Service):
         self.lock = asyncio.Lock()
         self.metrics = Metrics(config.metrics_port, config.metrics_host)
         self.drops = DropReporter(self.metrics.dropped)
+        self.progress_log = ProgressLog(self.metrics, config.progress_log_interval_ms)
         # durability (docs/durability.md): local snapshots under state_dir; exactly-once transactions
         self.snapshots = Snapshots(config.state_dir, app_id) if config.state_dir else None
         eos = config.processing_guarantee == "exactly_once_v2"
@@ -311,8 +313,9 @@ class StreamApp(Service):
     def _set_fatal(self, exc: BaseException) -> None:
         if self.fatal is None:
             self.fatal = exc
-            if not isinstance(exc, TopicSetupError):  # a usage error: the caller reports it (CLI: exit 2)
-                log.error("fatal: %s: %s", type(exc).__name__, exc)
+            # run() raises it and the caller reports it once (the CLI: one ERROR line, exit 1; a usage
+            # error such as TopicSetupError: exit 2)
+            log.debug("fatal: %s: %s", type(exc).__name__, exc)
         self._stop_requested = True
         self._stop_event.set()
 
@@ -418,6 +421,7 @@ class StreamApp(Service):
             if len(tasks) and time.monotonic() - self._last_punctuate >= _PUNCTUATE_EVERY_S:
                 async with self.lock:
                     await self._punctuate()
+            self.progress_log.tick()
             batch = await consumer.getmany(timeout_ms=tasks.poll_timeout_ms(cfg.poll_timeout_ms),
                                            max_records=cfg.max_poll_records)
             epoch = self._epoch  # the records belong to the assignment current at return
@@ -466,14 +470,15 @@ class StreamApp(Service):
             "before this version kept positions)"
         if released:
             where += f", released from a join buffer while {tp.topic}[{tp.partition}] was processed"
+        reason = exc.reason if isinstance(exc, ProcessingError) else str(exc)  # the position is named once
         if policy is ErrorPolicy.FAIL:
             setting = f"{stage.value}_error_policy"
             raise RecordError(
-                f"{stage.value} error on record {where}: {type(exc).__name__}: {exc} "
+                f"{stage.value} error on record {where}: {type(exc).__name__}: {reason} "
                 f"({setting}=fail; set it to skip or dead-letter to go on)") from exc
         if policy is ErrorPolicy.SKIP:
             self.drops.add(getattr(exc, "operator", None) or tp.topic, f"{stage.value}_error")
-            log.warning("skipped record %s (%s error, %s: %s)", where, stage.value, type(exc).__name__, exc)
+            log.warning("skipped record %s (%s error, %s: %s)", where, stage.value, type(exc).__name__, reason)
             return
         dlq = self.config.dead_letter_topic
         headers = dead_letter_headers(rec.headers, exc, stage, topic if topic is not None else "",
@@ -482,9 +487,9 @@ class StreamApp(Service):
         key = rec.key if rec.key is None or type(rec.key) is bytes else to_bytes(rec.key, "dead letter key")
         value = rec.value if rec.value is None or type(rec.value) is bytes else to_bytes(rec.value, "dead letter")
         buf.add(dlq, key, value, rec.timestamp if rec.timestamp >= 0 else None, headers, source=tp)
-        self.metrics.dead_lettered.labels(stage.value).inc()
+        self.metrics.dead_lettered.labels(stage.value, getattr(exc, "operator", None) or tp.topic).inc()
         log.warning("dead-lettered record %s to %s (%s error, %s: %s)", where, dlq, stage.value,
-                    type(exc).__name__, exc)
+                    type(exc).__name__, reason)
 
     async def _punctuate(self) -> None:
         self._last_punctuate = time.monotonic()
@@ -536,6 +541,8 @@ class StreamApp(Service):
             self.tasks.assign(assigned)
         except Exception as exc:
             self._set_fatal(exc)
+            return
+        self.add_background(self.tasks.report_initial_lag(assigned), "initial-lag")
 
 
 def _store_label(name: str, store: Any) -> str:

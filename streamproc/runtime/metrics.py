@@ -11,12 +11,12 @@ Exported series (all prefixed ``streamproc_``):
 ``changelog_records_total{topic}``              records sent to changelog topics
 ``dropped_records_total{operator,reason}``      records dropped (operators' reasons, error policies)
 ``enforced_processing_total``                   runs processed without waiting longer for a lagging input
-``dead_lettered_total{stage}``                  records sent to the dead-letter topic
+``dead_lettered_total{stage,operator}``         records sent to the dead-letter topic
 ``processing_latency_seconds``                  time to run one partition batch through its task
 ``commit_latency_seconds``                      time of one commit (flush, wait for acks, commit)
 ``commits_total``                               successful offset commits
 ``pending_acks``                                sends not yet acknowledged by the brokers
-``consumer_lag{topic,partition}``               high watermark minus the next offset to process
+``consumer_lag{topic,partition}``               high watermark minus the next offset to process (from assignment)
 ``restore_remaining_records{topic,partition}``  changelog records left to replay
 ``restored_records_total{topic}``               changelog records replayed
 ``tasks{state}``                                tasks by state (restoring, running)
@@ -63,8 +63,9 @@ class Metrics(Service):
         self.enforced_processing = Counter(
             "streamproc_enforced_processing", "Runs of records a task processed while a lagging input had "
             "nothing buffered (it waited max_task_idle_ms)", registry=r)
-        self.dead_lettered = Counter("streamproc_dead_lettered", "Records sent to the dead-letter topic",
-                                     ["stage"], registry=r)
+        self.dead_lettered = Counter("streamproc_dead_lettered", "Records sent to the dead-letter topic, by "
+                                     "stage and operator (the source topic for records that did not deserialize)",
+                                     ["stage", "operator"], registry=r)
         self.processing_latency = Histogram("streamproc_processing_latency_seconds",
                                             "Time to run one partition batch through its task",
                                             buckets=_LATENCY_BUCKETS, registry=r)

@@ -236,6 +236,8 @@ class Restorer(Service):
             return
         self._last_log = now
         for job in self._jobs.values():
+            if now - job.started < self._log_interval:  # the first line after one interval, with a real rate
+                continue
             for tp, p in job.partitions.items():
                 if job.prepared and not p.done:
                     rate = p.restored / max(now - job.started, 1e-3)

@@ -92,6 +92,8 @@ class TaskManager:
         self.aligned: frozenset[int] = frozenset()
         self._source_subtopology: dict[str, int] = {}
         self._subtopology_sources: dict[int, set[str]] = {}
+        #: partitions whose lag a fetch has measured (the initial estimate does not overwrite it)
+        self._lag_measured: set[TopicPartition] = set()
 
     def configure(self, consumer: Any, subtopology_sources: Mapping[int, set[str]],
                   aligned: Collection[int] = ()) -> None:
@@ -141,6 +143,33 @@ class TaskManager:
                 self.open(tid, tps)
         log.info("assigned %d partition(s): tasks %s", len(assigned),
                  ", ".join(str(t) for t in sorted(groups)) or "none")
+
+    async def report_initial_lag(self, assigned: set[TopicPartition]) -> None:
+        """Set ``streamproc_consumer_lag`` of newly ``assigned`` partitions before their first fetch:
+        end offset (the last stable one under exactly-once) minus the committed offset (or where
+        ``auto_offset_reset`` starts). A partition a fetch already measured keeps that figure."""
+        tps = sorted(assigned)
+        if not tps:
+            return
+        consumer = self.consumer
+        try:
+            ends = await consumer.end_offsets(tps)
+            starts: dict[TopicPartition, int] = {}
+            for tp in tps:
+                committed = await consumer.committed(tp)
+                if committed is not None:
+                    starts[tp] = committed
+            missing = [tp for tp in tps if tp not in starts]
+            if missing:
+                reset = await (consumer.beginning_offsets(missing) if self.config.auto_offset_reset == "earliest"
+                               else consumer.end_offsets(missing))
+                starts.update(reset)
+        except Exception as exc:  # noqa: BLE001 - the figures come with the first fetch instead
+            log.debug("initial lag of %s not measured: %r", tps, exc)
+            return
+        for tp in tps:
+            if tp not in self._lag_measured and tp in ends:
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, ends[tp] - starts[tp]))
 
     def affected(self, revoked: set[TopicPartition]) -> list[ManagedTask]:
         """The tasks that read any of ``revoked``, by id."""
@@ -309,6 +338,7 @@ class TaskManager:
         for tp, last in done.lasts.items():
             hw = self.consumer.highwater(tp)
             if hw is not None:
+                self._lag_measured.add(tp)
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - last - 1))
         return done
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,36 @@ def test_unknown_topic_config_is_refused_naming_the_key() -> None:
         Config.load(flags={"application_id": "a"}, env={"STREAMPROC_TOPIC_CONFIG": "retention"})
     with pytest.raises(ConfigError, match="replication_factor: 0 must be -1 or a positive integer"):
         Config(application_id="a", replication_factor=0)
+
+
+def test_client_override_values_are_checked_naming_key_and_value() -> None:
+    bad = {
+        ("producer_config", "linger.ms=abc"): "producer setting linger.ms='abc' must be a non-negative integer",
+        ("producer_config", "enable.idempotence=maybe"): "enable.idempotence='maybe' must be true or false",
+        ("producer_config", "compression.type=brotli"): "compression.type='brotli' must be one of None, 'gzip'",
+        ("producer_config", "acks=2"): "acks='2' must be one of 0, 1, -1, 'all'",
+        ("consumer_config", "max.poll.records=-5"): "max.poll.records='-5' must be a non-negative integer",
+        ("consumer_config", "isolation.level=dirty"): "isolation.level='dirty' must be one of 'read_uncommitted'",
+        ("consumer_config", "partition.assignment.strategy=range"): "cannot be set from a setting",
+    }
+    for (setting, override), message in bad.items():
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            Config.load({"application_id": "a", setting: [override]}, env={})
+    ok = Config.load({"application_id": "a", "producer_config": ["linger.ms=10", "acks=1", "compression_type=lz4"],
+                      "consumer_config": ["max_poll_records=500", "fetch.max.wait.ms=100"]}, env={})
+    assert ok.producer_config == {"linger_ms": 10, "acks": 1, "compression_type": "lz4"}
+    assert ok.consumer_config == {"max_poll_records": 500, "fetch_max_wait_ms": 100}
+
+
+def test_a_streamproc_variable_that_names_no_setting_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    env = {"STREAMPROC_COMIT_INTERVAL_MS": "5", "STREAMPROC_PURE_PYTHON": "1", "STREAMPROC_ZZZ": "1",
+           "STREAMPROC_LOG_LEVEL": "debug", "OTHER": "x"}
+    with caplog.at_level("WARNING", logger="streamproc.config"):
+        Config.load({"application_id": "a"}, env=env)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert warnings == [
+        ("environment variable STREAMPROC_COMIT_INTERVAL_MS names no streamproc setting and is ignored; did you "
+         "mean STREAMPROC_COMMIT_INTERVAL_MS?"),
+        ("environment variable STREAMPROC_ZZZ names no streamproc setting and is ignored; `streamproc run --help` "
+         "lists the settings"),
+    ]
