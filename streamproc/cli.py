@@ -251,7 +251,7 @@ def build_parser(commands: Sequence[Command] | None = None) -> argparse.Argument
     for cmd in commands if commands is not None else COMMANDS:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.configure(p)
-        p.set_defaults(_handler=cmd.handler)
+        p.set_defaults(handler=cmd.handler)
     return parser
 
 
@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args._handler(args))
+        return int(args.handler(args))
     except (UsageError, ConfigError) as exc:
         print(f"streamproc {args.command}: error: {exc}", file=sys.stderr)
         return 2

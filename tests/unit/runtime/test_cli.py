@@ -42,4 +42,4 @@ def test_parser_has_every_setting_and_is_extensible() -> None:
     assert [c.name for c in COMMANDS] == ["run", "describe", "reprocess", "native"]
     extra = Command("inspect", "extra", lambda p: p.add_argument("topology"), lambda a: 0)
     parsed = build_parser([*COMMANDS, extra]).parse_args(["inspect", "topologies.sessions"])
-    assert parsed._handler(parsed) == 0
+    assert parsed.handler(parsed) == 0
