@@ -32,7 +32,7 @@ def session_rows(store: Any) -> list[tuple[Any, int, int, Any]]:
 
 
 def all_versions(store: Any) -> dict[Any, list[Any]]:
-    return {k: store.versions(k) for k in store.keys()}
+    return {k: store.versions(k) for k in store.keys()}  # noqa: SIM118 - a store, not a dict
 
 
 # -- key-value ---------------------------------------------------------------------------------
