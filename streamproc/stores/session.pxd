@@ -11,6 +11,8 @@ cdef class SessionStore(StoreBase):
     cdef public dict _by_key
     cdef public list _expiry
 
+    cpdef unpack_session(self, session, arg=*)
+
     @cython.locals(lst=list, entry=list)
     cpdef _store(self, key, start, end, agg)
 
