@@ -50,7 +50,7 @@ install_package() {
 build_native() {
   # Once per state of the sources: a machine without a C compiler runs everything from source.
   local stamp="$VENV/.streamproc-native" want
-  want="$(cat setup.py streamproc/_native.py streamproc/*.py streamproc/*/*.py | sha256sum | cut -d' ' -f1)"
+  want="$(cat setup.py streamproc/_native.py streamproc/*.py streamproc/*/*.py streamproc/*/*.pxd | sha256sum | cut -d' ' -f1)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
   if ! env -u STREAMPROC_PURE_PYTHON "$VENV/bin/python" -m streamproc.cli native --check >/dev/null 2>&1; then
     step "compiled hot path (setup.py build_ext --inplace)"

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 from ..dsl.options import check_serde
@@ -54,18 +54,24 @@ log = logging.getLogger("streamproc.test_driver")
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
 
 
+#: What a :class:`TestInputTopic` hands each record to (the driver's entry point):
+#: ``pipe(topic, key, value, timestamp, headers, key_serde, value_serde)``.
+PipeRecord = Callable[[str, Any, Any, int, tuple, Serde | None, Serde | None], None]
+
+
 class TestInputTopic:
     """Pipes records into one input topic of a :class:`TopologyTestDriver`.
 
     A record without an explicit timestamp gets the topic's current time, which starts at
     ``start_timestamp`` (default: the driver's wall clock) and advances by ``auto_advance`` per record.
+    Created by :meth:`TopologyTestDriver.input_topic`, which passes its record entry point as ``pipe``.
     """
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, driver: TopologyTestDriver, name: str, key_serde: Serde | None,
+    def __init__(self, pipe: PipeRecord, name: str, key_serde: Serde | None,
                  value_serde: Serde | None, start_timestamp: int, auto_advance: int) -> None:
-        self._driver = driver
+        self._pipe = pipe
         self.name = name
         self._key_serde = key_serde
         self._value_serde = value_serde
@@ -88,8 +94,8 @@ class TestInputTopic:
     def pipe(self, key: Any, value: Any, timestamp: int | None = None,
              headers: Iterable[tuple[str, bytes]] = ()) -> None:
         """Process one record ``(key, value, timestamp)`` and everything it causes."""
-        self._driver._pipe(self.name, key, value, self._timestamp(timestamp), tuple(headers),
-                           self._key_serde, self._value_serde)
+        self._pipe(self.name, key, value, self._timestamp(timestamp), tuple(headers),
+                   self._key_serde, self._value_serde)
 
     def pipe_value(self, value: Any, timestamp: int | None = None) -> None:
         """``pipe(None, value, timestamp)``."""
@@ -274,7 +280,7 @@ class TopologyTestDriver:
     def input_topic(self, name: str, key_serde: Any = None, value_serde: Any = None,
                     start_timestamp: int | None = None, auto_advance: Duration = 0) -> TestInputTopic:
         """An input topic. ``key_serde``/``value_serde`` override the source's serdes for piping."""
-        return TestInputTopic(self, name, check_serde(key_serde, "key_serde", f"input_topic({name!r})"),
+        return TestInputTopic(self._pipe, name, check_serde(key_serde, "key_serde", f"input_topic({name!r})"),
                               check_serde(value_serde, "value_serde", f"input_topic({name!r})"),
                               self._wall_clock if start_timestamp is None else int(start_timestamp),
                               duration_ms(auto_advance, "auto_advance", f"input topic {name!r}"))

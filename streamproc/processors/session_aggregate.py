@@ -28,12 +28,14 @@ the store's entry itself, so no lookup is needed to read it.
 The user functions are all called before the store is changed, so a function that raises (reported
 as :class:`~streamproc.errors.ProcessingError`) leaves the state as it was.
 
-Store access goes through two calls with the effects of the public ones: ``_find`` (what
-``find_sessions`` returns, as the store's entries ``[end, start, agg, key]``, without building result
-objects) and ``_replace(key, removed, start, end, agg)`` (``remove`` each removed session, then
+Store access goes through the session store's public session-entry operations (see
+:mod:`streamproc.stores.session`): ``find_mergeable(key, ts, gap)`` (what ``find_sessions(key, ts -
+gap, ts + gap)`` returns, as the store's entries ``[end, start, agg, key]``, without building result
+objects), ``replace_sessions(key, removed, start, end, agg)`` (``remove`` each removed session, then
 ``put`` the merged one, change-logged the same way; the common case, a record extending the one
-session of its key, updates that session in place). The session store and its change-logging
-wrapper provide them; any other store is used through ``find_sessions``/``remove``/``put``. On
+session of its key, updates that session in place) and ``session_entries()``. A
+:class:`~streamproc.stores.SessionStore` and its change-logging wrapper provide them; any other
+object given as the store (a test double) is used through ``find_sessions``/``remove``/``put``. On
 update, the tombstones and the new value are forwarded after the store was written (no operator
 reads this store while the record is forwarded).
 """
@@ -47,6 +49,7 @@ from typing import Any
 
 from ..records import Windowed
 from ..stores.changelog import ChangeLoggingSessionStore
+from ..stores.session import SessionStore
 from .base import Processor, kv_writer, user_error
 
 _windowed = tuple.__new__  # Windowed(...) without the NamedTuple __new__ wrapper (hot path)
@@ -64,17 +67,18 @@ def _not_initialised(*args: Any) -> Any:
 
 
 def _public_find(store: Any) -> Callable[[Any, int, int], list[list[Any]]]:
-    """``SessionStore._find`` through ``find_sessions``: entries ``[end, start, agg, key]``."""
+    """``SessionStore.find_mergeable`` through ``find_sessions``: copies of the entries
+    ``[end, start, agg, key]`` (not the store's own)."""
 
-    def find(key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
-        with store.find_sessions(key, earliest_session_end, latest_session_start) as it:
+    def find(key: Any, timestamp: int, gap: int) -> list[list[Any]]:
+        with store.find_sessions(key, timestamp - gap, timestamp + gap) as it:
             return [[w.end, w.start, agg, w.key] for w, agg in it]
 
     return find
 
 
 def _public_replace(store: Any) -> Callable[[Any, Sequence[list[Any]], int, int, Any], bool]:
-    """``SessionStore._replace`` through ``remove`` and ``put``."""
+    """``SessionStore.replace_sessions`` through ``remove`` and ``put``."""
 
     def replace(key: Any, removed: Sequence[list[Any]], start: int, end: int, agg: Any) -> bool:
         for entry in removed:
@@ -185,16 +189,15 @@ class SessionAggregateProcessor(Processor):
 
     def init(self, task: Any) -> None:
         super().init(task)
-        self.store = task.stores[self.store_name]
-        inner = getattr(self.store, "inner", self.store)
-        self._fast = all(hasattr(self.store, m) for m in ("_find", "_replace", "_entries"))
+        store = self.store = task.stores[self.store_name]
+        # the stores a task creates: the session-entry operations (a change-logging wrapper's
+        # find_mergeable is its inner store's); any other object: the same calls through its public API
+        self._fast = isinstance(store, (SessionStore, ChangeLoggingSessionStore))
         if self._fast:
-            # reads go straight to the store under a change-logging wrapper (its _find is the same)
-            reader = inner if isinstance(self.store, ChangeLoggingSessionStore) else self.store
-            self._find, self._replace = reader._find, self.store._replace
-        else:  # a store without the fast path: the same calls through the public API
-            self._find, self._replace = _public_find(self.store), _public_replace(self.store)
-        self.stream_time = max(_NO_TIME, int(inner.observed_stream_time))
+            self._find, self._replace = store.find_mergeable, store.replace_sessions
+        else:
+            self._find, self._replace = _public_find(store), _public_replace(store)
+        self.stream_time = max(_NO_TIME, int(store.observed_stream_time))
         if self.emit_on_close:
             self.progress = task.stores[self.progress_store_name]
             self._progress_put = kv_writer(self.progress)[0]
@@ -202,9 +205,9 @@ class SessionAggregateProcessor(Processor):
             self.last_emitted_close = _NO_TIME if last is None else int(last)
             last = self.last_emitted_close
             if self._fast:
-                heap = [(e[0], e[1], e[3], 0, e) for e in self.store._entries() if e[0] >= last]
+                heap = [(e[0], e[1], e[3], 0, e) for e in store.session_entries() if e[0] >= last]
             else:
-                with inner.all() as sessions:
+                with store.all() as sessions:
                     heap = [(w.end, w.start, w.key, 0, None) for w, _ in sessions if w.end >= last]
             self._heap = [(end, start, key, seq, e) for seq, (end, start, key, _, e) in enumerate(heap)]
             self._queue = deque()
@@ -221,8 +224,8 @@ class SessionAggregateProcessor(Processor):
             self.stream_time = stream_time = ts
         gap = self.gap
         close_time = stream_time - gap - self.grace
-        # Entries [end, start, agg, key] of the sessions within gap, ordered by end (SessionStore._find).
-        found = self._find(key, ts - gap, ts + gap)
+        # Entries [end, start, agg, key] of the sessions within gap, ordered by end (find_mergeable).
+        found = self._find(key, ts, gap)
         start = end = ts
         if self._counting:  # count(): the same arithmetic as its three functions, without the calls
             agg = 1

@@ -219,11 +219,14 @@ class StreamStreamJoinProcessor(Processor):
                              f"the task")
         self.sibling = sibling
         # whichever side starts first builds both sides' in-memory state from the (restored) stores
-        self._build_state(self._this_inner, self.unmatched)
-        sibling._build_state(self._other_inner, self.unmatched)
+        self.build_state(self._this_inner, self.unmatched)
+        sibling.build_state(self._other_inner, self.unmatched)
 
-    def _build_state(self, buffer: Any, unmatched: Any) -> None:
-        """This side's index and unmatched heap, from its buffer and the unmatched store (once)."""
+    def build_state(self, buffer: Any, unmatched: Any) -> None:
+        """Build this side's in-memory state once: its buffer index (``index``) from ``buffer`` (its
+        window store, unwrapped) and, for an outer side, its heap of unmatched entries
+        (``pending``) from the ``unmatched`` store (None: none). A no-op when ``index`` is already
+        built, so either side's ``init`` may build both."""
         if self.index is not None:
             return
         self.index = BufferIndex(buffer.retention)
@@ -232,9 +235,12 @@ class StreamStreamJoinProcessor(Processor):
             inner = getattr(unmatched, "inner", unmatched)
             with inner.range((self.side,), (self.side + 1,)) as entries:
                 for (_, ts, key), _ in entries:
-                    self._push_pending(ts, key)
+                    self.push_pending(ts, key)
 
-    def _push_pending(self, ts: int, key: Any) -> None:
+    def push_pending(self, ts: int, key: Any) -> None:
+        """Queue an unmatched entry of this side (record timestamp ``ts``, ``key``) on ``pending``,
+        the heap ordered by timestamp then arrival (keys are never compared); the sibling side
+        calls it too, when it puts popped entries back."""
         seq = self._pending_seq
         self._pending_seq = seq + 1
         heapq.heappush(self.pending, (ts, seq, key))   # seq is unique: keys are never compared
@@ -297,7 +303,7 @@ class StreamStreamJoinProcessor(Processor):
             item = (value, origin_of(self.task.current))  # type: ignore[union-attr]
             if known is None:
                 self._unmatched_put(entry_key, (self.side, (item,)), ts)
-                self._push_pending(ts, key)
+                self.push_pending(ts, key)
             else:
                 self._unmatched_put(entry_key, (self.side, known[1] + (item,)), ts)
         self._put(key, value, ts)
@@ -349,7 +355,7 @@ class StreamStreamJoinProcessor(Processor):
                     if getattr(task, "released_error_handler", None) is None:
                         for f_ts, f_side, f_key in found:
                             owner = self if f_side == self.side else self.sibling
-                            owner._push_pending(f_ts, f_key)  # type: ignore[union-attr]
+                            owner.push_pending(f_ts, f_key)  # type: ignore[union-attr]
                     released_error(task, error, origin, self.name)   # raises without a handler
                     if kept is None:
                         kept = [item for item, _ in zip(entry[1], range(i))]
@@ -373,7 +379,7 @@ class StreamStreamJoinProcessor(Processor):
                     self._unmatched_delete(entry_key, ts)
                     continue
             owner = self if side == self.side else self.sibling
-            owner._push_pending(entry_ts, key)  # type: ignore[union-attr]
+            owner.push_pending(entry_ts, key)  # type: ignore[union-attr]
 
     def _mark_matched(self, key: Any, partners: list[Any], ts: int) -> None:
         unmatched = self.unmatched

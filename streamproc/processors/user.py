@@ -57,12 +57,15 @@ class Cancellable:
     def cancel(self) -> None:
         self.cancelled = True
 
-    def _next(self, now: int) -> None:
-        assert self.due is not None
-        nxt = self.due + self.interval
-        if now >= nxt:
-            nxt = self.due + ((now - self.due) // self.interval + 1) * self.interval
-        self.due = nxt
+
+
+def _next_due(due: int, interval: int, now: int) -> int:
+    """The due time after a punctuation due at ``due`` ran at ``now``: ``due + interval``, or the
+    first ``due + k * interval`` after ``now`` when ``now`` already reached it (missed ones are skipped)."""
+    nxt = due + interval
+    if now >= nxt:
+        nxt = due + ((now - due) // interval + 1) * interval
+    return nxt
 
 
 class UserProcessor(abc.ABC):
@@ -235,7 +238,7 @@ class UserProcessorNode(Processor):
                 raise user_error(self.name, f"{type_.name} punctuation", exc, None) from exc
             finally:
                 self.now = None
-            handle._next(now)
+            handle.due = _next_due(handle.due, handle.interval, now)
         self.schedules = [h for h in self.schedules if not h.cancelled]
 
     def close(self) -> None:

@@ -99,7 +99,7 @@ class DelayedAck(DelayedOperation):
     def on_expiration(self) -> None:
         tracker = self.tracker
         state = self.state
-        tracker._fail(state, TaskFailedError(
+        tracker.fail_partition(state, TaskFailedError(
             f"delivery timeout: sends caused by input offsets <= {self.upto} of partition "
             f"{state.partition!r} were not all acknowledged within {tracker.delivery_timeout_ms} ms "
             f"(lowest un-acknowledged offset {state.head()})"))
@@ -252,14 +252,18 @@ class AckTracker:
             raise ValueError(f"send_failed({partition!r}, {offset}): unknown partition")
         failure = TaskFailedError(f"send for input offset {offset} of partition {partition!r} failed: {error!r}")
         failure.__cause__ = error
-        self._fail(state, failure)
+        self.fail_partition(state, failure)
 
     def _arm(self, state: PartitionAcks) -> None:
         op = DelayedAck(self, state, state.entries[-1].offset, self.delivery_timeout_ms)
         state.op = op
         self.purgatory.try_complete_else_watch(op, (state,))
 
-    def _fail(self, state: PartitionAcks, error: BaseException) -> None:
+    def fail_partition(self, state: PartitionAcks, error: BaseException) -> None:
+        """Fail the partition of ``state`` (one of this tracker's) with ``error``: the first failure
+        is kept (later ones are ignored), its pending delayed ack is completed without effect (its
+        timeout stops) and ``on_failure(partition, error)`` is called. Its committable offset never
+        passes the failed sends."""
         if state.failure is not None:
             return
         state.failure = error

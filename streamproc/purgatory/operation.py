@@ -75,5 +75,5 @@ class DelayedOperation(TimerTask, metaclass=ABCMeta):
 
     def __repr__(self) -> str:
         state = "expired" if self.expired else "completed" if self.completed else (
-            "pending" if self._bucket is not None else "new")
+            "pending" if self.timer_bucket is not None else "new")
         return f"{type(self).__name__}(delay_ms={self.delay_ms}, {state})"

@@ -89,7 +89,7 @@ class DelayedOperationPurgatory(Generic[Op]):
         keys = list(keys)
         if not keys:
             raise ValueError(f"purgatory {self.name!r}: an operation needs at least one watch key, got none")
-        if op.completed or op._bucket is not None:
+        if op.completed or op.pending:
             raise ValueError(f"purgatory {self.name!r}: {op!r} was already submitted (completed or pending)")
         if op.try_complete():
             return True

@@ -1,9 +1,22 @@
 """Timer tasks and the doubly-linked bucket lists of the timing wheel.
 
 A :class:`TimerTask` *is* its own list entry (an intrusive doubly-linked list): it holds the links
-``_prev``/``_next`` and the bucket it sits in, so adding it to a bucket and cancelling it are O(1)
-pointer updates with no allocation. A bucket (:class:`TimerTaskList`) is the circular list's root
-sentinel. Everything runs on one thread (the event loop's), so there are no locks.
+``prev_node``/``next_node`` and the bucket it sits in, so adding it to a bucket and cancelling it are
+O(1) pointer updates with no allocation. A bucket (:class:`TimerTaskList`) is the circular list's
+root sentinel. Everything runs on one thread (the event loop's), so there are no locks.
+
+**Node fields** (public so that the compiled timer links and unlinks nodes with plain attribute
+writes on its hot path; the timer package is their only writer, everyone else reads them at most):
+
+- ``prev_node``, ``next_node`` (tasks and buckets): the neighbours in the bucket's circular list. A
+  bucket's own links point to itself when it is empty; a task's are None while it is not pending.
+- ``TimerTask.timer_bucket``: the :class:`TimerTaskList` the task is linked into, None when it is
+  not pending (never added, run, cancelled or dropped by ``Timer.close``).
+- ``TimerTask.due_tick``: the task's due time in timer ticks (``expiration_ms`` rounded up to a
+  tick), set by ``Timer.add``; meaningful only while the task is pending.
+
+Invariant: a task is pending exactly when ``timer_bucket`` is not None, and then it sits in that
+bucket's list between ``prev_node`` and ``next_node``. Subclasses must not use these names.
 """
 
 from __future__ import annotations
@@ -41,12 +54,13 @@ def _delay_ms(value: int | timedelta, owner: str) -> int:
 
 
 class _Link:
-    """The two link slots shared by entries and the root sentinel of a bucket."""
+    """The two link slots (node fields, see the module docstring) shared by entries and the root
+    sentinel of a bucket."""
 
-    __slots__ = ("_next", "_prev")
+    __slots__ = ("next_node", "prev_node")
 
-    _prev: _Link | None
-    _next: _Link | None
+    prev_node: _Link | None
+    next_node: _Link | None
 
 
 class TimerTask(_Link):
@@ -63,9 +77,9 @@ class TimerTask(_Link):
     dropped). ``expiration_ms`` is the absolute timer time of the latest ``add``.
     """
 
-    __slots__ = ("_bucket", "_vexp", "action", "delay_ms", "expiration_ms")
+    __slots__ = ("action", "delay_ms", "due_tick", "expiration_ms", "timer_bucket")
 
-    _vexp: int  # expiration in ticks (rounded up), set by Timer.add
+    due_tick: int  # node field: expiration in ticks (rounded up), set by Timer.add
 
     def __init__(self, delay_ms: int | timedelta, action: Callable[[], object] | None = None) -> None:
         # hot path: plain int delays skip the validation helper; links stay unset until Timer.add
@@ -75,12 +89,12 @@ class TimerTask(_Link):
             raise TypeError(f"action of {type(self).__name__} must be callable, got {action!r}")
         self.action = action
         self.expiration_ms: int = -1
-        self._bucket: TimerTaskList | None = None
+        self.timer_bucket: TimerTaskList | None = None  # node field (see the module docstring)
 
     @property
     def pending(self) -> bool:
         """True while the task sits in a timer (added, not yet run, not cancelled)."""
-        return self._bucket is not None
+        return self.timer_bucket is not None
 
     def run(self) -> None:
         """Called by the timer when the task is due; calls ``action()`` when one was given."""
@@ -93,19 +107,19 @@ class TimerTask(_Link):
 
         ``len(timer)`` drops by one at once. Cancelling a task that is not pending is a no-op.
         """
-        bucket = self._bucket
+        bucket = self.timer_bucket
         if bucket is None:
             return False
-        prev = self._prev
-        nxt = self._next
-        prev._next = nxt  # type: ignore[union-attr]
-        nxt._prev = prev  # type: ignore[union-attr]
-        self._prev = self._next = self._bucket = None
+        prev = self.prev_node
+        nxt = self.next_node
+        prev.next_node = nxt  # type: ignore[union-attr]
+        nxt.prev_node = prev  # type: ignore[union-attr]
+        self.prev_node = self.next_node = self.timer_bucket = None
         bucket.timer.pending -= 1
         return True
 
     def __repr__(self) -> str:
-        state = "pending" if self._bucket is not None else "idle"
+        state = "pending" if self.timer_bucket is not None else "idle"
         return f"{type(self).__name__}(delay_ms={self.delay_ms}, expiration_ms={self.expiration_ms}, {state})"
 
 
@@ -123,28 +137,28 @@ class TimerTaskList(_Link):
         self.expiration = -1
         self.key = key
         self.level = level
-        self._prev = self
-        self._next = self
+        self.prev_node = self
+        self.next_node = self
 
     @property
     def empty(self) -> bool:
-        return self._next is self
+        return self.next_node is self
 
     def __len__(self) -> int:
         n = 0
-        node = self._next
+        node = self.next_node
         while node is not self:
             n += 1
-            node = node._next  # type: ignore[union-attr]
+            node = node.next_node  # type: ignore[union-attr]
         return n
 
     def tasks(self) -> list[TimerTask]:
         """The tasks in insertion order (a snapshot)."""
         out: list[TimerTask] = []
-        node = self._next
+        node = self.next_node
         while node is not self:
             out.append(node)  # type: ignore[arg-type]
-            node = node._next  # type: ignore[union-attr]
+            node = node.next_node  # type: ignore[union-attr]
         return out
 
     def __repr__(self) -> str:

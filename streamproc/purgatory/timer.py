@@ -195,12 +195,12 @@ class Timer:
             if v < cur[k] + span * wsize:
                 vid = v // span
                 bucket = self._levels[k][vid % wsize]
-                tail = bucket._prev
-                task._prev = tail
-                task._next = bucket
-                tail._next = task  # type: ignore[union-attr]
-                bucket._prev = task
-                task._bucket = bucket
+                tail = bucket.prev_node
+                task.prev_node = tail
+                task.next_node = bucket
+                tail.next_node = task  # type: ignore[union-attr]
+                bucket.prev_node = task
+                task.timer_bucket = bucket
                 self.pending += 1
                 exp = vid * span
                 if bucket.expiration != exp:
@@ -219,7 +219,7 @@ class Timer:
         when its bucket starts a new time range; no loop interaction unless that bucket becomes the
         earliest one.
         """
-        if task._bucket is not None:
+        if task.timer_bucket is not None:
             task.cancel()
         lt = self._loop_time
         if lt is None:
@@ -236,17 +236,17 @@ class Timer:
             return
         tick = self.tick_ms
         v = exp if tick == 1 else -(-exp // tick)
-        task._vexp = v
+        task.due_tick = v
         wsize = self.wheel_size
         if v < self._c0 + wsize:
             # level 0, inlined: the hot path
             bucket = self._b0[v % wsize]
-            tail = bucket._prev
-            task._prev = tail
-            task._next = bucket
-            tail._next = task  # type: ignore[union-attr]
-            bucket._prev = task
-            task._bucket = bucket
+            tail = bucket.prev_node
+            task.prev_node = tail
+            task.next_node = bucket
+            tail.next_node = task  # type: ignore[union-attr]
+            bucket.prev_node = task
+            task.timer_bucket = bucket
             self.pending += 1
             if bucket.expiration != v:
                 bucket.expiration = v
@@ -287,14 +287,14 @@ class Timer:
                 if exp > self._c0:
                     self._set_clock(exp)
                 c0 = self._c0
-                node = bucket._next
+                node = bucket.next_node
                 while node is not bucket:
-                    nxt = node._next  # type: ignore[union-attr]
-                    bucket._next = nxt
-                    nxt._prev = bucket  # type: ignore[union-attr]
-                    node._prev = node._next = node._bucket = None  # type: ignore[union-attr]
+                    nxt = node.next_node  # type: ignore[union-attr]
+                    bucket.next_node = nxt
+                    nxt.prev_node = bucket  # type: ignore[union-attr]
+                    node.prev_node = node.next_node = node.timer_bucket = None  # type: ignore[union-attr]
                     self.pending -= 1
-                    v = node._vexp  # type: ignore[union-attr]
+                    v = node.due_tick  # type: ignore[union-attr]
                     if v <= c0:
                         count += 1
                         try:
@@ -305,7 +305,7 @@ class Timer:
                             errors.append(exc)
                     else:
                         self._insert(node, v)  # type: ignore[arg-type]
-                    node = bucket._next
+                    node = bucket.next_node
             if vnow > self._c0:
                 self._set_clock(vnow)
         finally:
@@ -368,13 +368,13 @@ class Timer:
         dropped = 0
         for buckets in self._levels:
             for bucket in buckets:
-                node = bucket._next
+                node = bucket.next_node
                 while node is not bucket:
-                    nxt = node._next  # type: ignore[union-attr]
-                    node._prev = node._next = node._bucket = None  # type: ignore[union-attr]
+                    nxt = node.next_node  # type: ignore[union-attr]
+                    node.prev_node = node.next_node = node.timer_bucket = None  # type: ignore[union-attr]
                     dropped += 1
                     node = nxt  # type: ignore[assignment]
-                bucket._next = bucket._prev = bucket
+                bucket.next_node = bucket.prev_node = bucket
                 bucket.expiration = -1
         self._queue.clear()
         self.pending -= dropped
@@ -401,7 +401,7 @@ class Timer:
     def _rearm_head(self) -> None:
         """Arm for the earliest non-empty bucket (dropping emptied ones), only if it changed."""
         queue = self._queue
-        while queue and queue[0][2]._next is queue[0][2]:
+        while queue and queue[0][2].next_node is queue[0][2]:
             heappop(queue)[2].expiration = -1
         head = queue[0][0] if queue else _IDLE
         if head == self._armed_at and (head == _IDLE or self._handle is not None):

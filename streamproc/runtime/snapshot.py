@@ -2,10 +2,11 @@
 
 A snapshot of one change-logged store is its **contents as changelog records** (the same key and
 value bytes the change-logging wrapper writes, docs/stores.md) plus the changelog offset the
-contents correspond to. Restoring a snapshot is therefore ``store.restore(records)`` through the
-store's own put rules, then replaying the changelog from that offset to the end offset read at
-restore start: no store needs an export/import API, and a snapshot written by another version of
-a store class still loads (it holds bytes, not objects).
+contents correspond to. The contents come from the store's ``export_records()`` (the arguments of
+its ``put``, in an order that rebuilds it), serialised as changelog records; restoring a snapshot
+is ``store.restore(records)`` (the store's ``import_records``, through its own put rules), then
+replaying the changelog from that offset to the end offset read at restore start. A snapshot
+written by another version of a store class still loads (it holds bytes, not objects).
 
 Layout under ``state_dir`` (one directory per application id)::
 
@@ -62,7 +63,7 @@ from ..config import Config
 from ..errors import StreamprocError
 from ..records import Windowed
 from ..stores.changelog_format import (
-    ChangelogRecord,
+    changelog_records,
     session_changelog_key,
     split_session_changelog_key,
     split_window_changelog_key,
@@ -138,11 +139,11 @@ class SnapshotHeader:
 
 def export_records(store: Any, deadline: float | None = None) -> tuple[list[tuple[bytes, bytes | None, int]], int]:
     """The contents of the change-logging ``store`` as changelog records ``(key, value, timestamp)``
-    in an order that rebuilds them through the put rules, and the stream time that replaying them
-    gives (to compare with the store's own).
+    in an order that rebuilds them through the put rules (the inner store's ``export_records()``),
+    and the stream time that replaying them gives (to compare with the store's own).
 
     Key-value: key order. Window: by start, then key (duplicates numbered 1, 2, ... in the order
-    they are returned). Session: by end, then key, then start. Versioned: every stored version,
+    they are exported). Session: by end, then key, then start. Versioned: every stored version,
     tombstones included, by version timestamp (so no version is older than history retention when
     it is replayed).
 
@@ -164,43 +165,37 @@ def export_records(store: Any, deadline: float | None = None) -> tuple[list[tupl
     append = out.append
     replay_time = -1
     observed = inner.observed_stream_time
+    if kind not in ("key_value", "window", "session", "versioned"):
+        raise SnapshotError(f"store {inner.name!r} has unknown kind {kind!r}")
+    exported = inner.export_records()
     if kind == "key_value":
-        for kv in inner.all():
+        for key, value in exported:
             check(len(out))
-            append((key_ser(kv.key, where), val_ser(kv.value, where), observed))
+            append((key_ser(key, where), val_ser(value, where), observed))
     elif kind == "window":
         dups = inner.retain_duplicates
         seq = 0
-        for kv in inner.all():
+        for key, value, start in exported:
             check(len(out))
-            w = kv.key
-            kb = key_ser(w.key, where)
+            kb = key_ser(key, where)
             if dups:
                 seq += 1
-                ck = window_changelog_key(kb, w.start, seq)
+                ck = window_changelog_key(kb, start, seq)
             else:
-                ck = window_changelog_key(kb, w.start)
-            append((ck, val_ser(kv.value, where), observed))
-            replay_time = max(replay_time, w.start)
+                ck = window_changelog_key(kb, start)
+            append((ck, val_ser(value, where), observed))
+            replay_time = max(replay_time, start)
     elif kind == "session":
-        for kv in inner.all():
+        for w, agg in exported:
             check(len(out))
-            w = kv.key
-            append((session_changelog_key(key_ser(w.key, where), w.end, w.start), val_ser(kv.value, where), observed))
+            append((session_changelog_key(key_ser(w.key, where), w.end, w.start), val_ser(agg, where), observed))
             replay_time = max(replay_time, w.end)
-    elif kind == "versioned":
-        versions: list[tuple[int, int, bytes, bytes | None]] = []
-        for i, key in enumerate(inner.keys()):
-            check(i)
-            kb = key_ser(key, where)
-            for v in inner.versions(key):
-                versions.append((v.timestamp, i, kb, None if v.value is None else val_ser(v.value, where)))
-        versions.sort(key=lambda t: (t[0], t[1]))
-        out = [(kb, vb, ts) for ts, _, kb, vb in versions]
-        if versions:
-            replay_time = versions[-1][0]
-    else:
-        raise SnapshotError(f"store {inner.name!r} has unknown kind {kind!r}")
+    else:  # versioned: by version timestamp, so the last one sets the replayed stream time
+        for key, value, ts in exported:
+            check(len(out))
+            append((key_ser(key, where), None if value is None else val_ser(value, where), ts))
+        if out:
+            replay_time = out[-1][2]
     return out, replay_time
 
 
@@ -412,11 +407,10 @@ class Snapshots:
             log.warning("%s ignored: the store is not empty (%d entries)", where, len(store))
             return log_start
         started = time.perf_counter()
-        make = ChangelogRecord._make
         try:
             with _gc_paused():  # millions of new long-lived objects: collections would rescan them all
                 for i in range(0, len(records), _CHUNK):
-                    store.restore(map(make, records[i:i + _CHUNK]))
+                    store.restore(changelog_records(records[i:i + _CHUNK]))
                     await asyncio.sleep(0)
             if fixup:
                 _stream_time_fixup(store, records, header.observed_stream_time)

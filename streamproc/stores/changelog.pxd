@@ -17,9 +17,9 @@ cdef class _ChangeLogging:
 
 
 cdef class ChangeLoggingSessionStore(_ChangeLogging):
-    cdef public object find_sessions, fetch_session, fetch, fetch_keys, all
+    cdef public object find_sessions, fetch_session, fetch, fetch_keys, all, find_mergeable, session_entries
     cdef public set _fresh
 
     # inner: the wrapped store is a SessionStore (change_logged picks this wrapper by its kind)
     @cython.locals(inner=SessionStore, pending=dict, fresh=set, tombstones=list, entry=list, absorbed=bint)
-    cpdef _replace(self, key, removed, start, end, agg)
+    cpdef replace_sessions(self, key, removed, start, end, agg)

@@ -17,8 +17,13 @@ drains at commit time:
   falling back to the store's ``observed_stream_time``; versioned records carry the version
   timestamp;
 - ``restore(records)`` replays changelog records (oldest first) into the inner store through the
-  same put rules, without logging them again. Replaying the drained records of a store rebuilds its
-  contents and its observed stream time (whenever the latter is visible in the log).
+  same put rules (the inner store's ``import_records``), without logging them again. Replaying the
+  drained records of a store rebuilds its contents and its observed stream time (whenever the latter
+  is visible in the log).
+
+The wrappers use only the public interface of the inner stores: their reads and writes,
+``import_records`` (restore), ``observed_stream_time`` and, for sessions, the session-entry
+operations (``find_mergeable``, ``replace_sessions``, ``session_entries``, ``last_write_created``).
 
 With ``key_serde``/``value_serde`` None the wrapper uses JSON (keys with
 :data:`~streamproc.serde.JSON_KEY`, so tuple keys come back as tuples).
@@ -27,7 +32,7 @@ With ``key_serde``/``value_serde`` None the wrapper uses JSON (keys with
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from ..records import Windowed
@@ -176,15 +181,13 @@ class _ChangeLogging:
         return f"{type(self).__name__}({self.inner!r}, topic={self.changelog_topic!r})"
 
     def restore(self, records: Iterable[Any]) -> int:
-        """Replay ``records`` (objects with ``.key .value .timestamp``) into the inner store."""
-        count = 0
-        apply = self._restore_one
-        for record in records:
-            apply(record)
-            count += 1
-        return count
+        """Replay ``records`` (objects with ``.key .value .timestamp``, oldest first) into the inner
+        store through its ``import_records`` (the put rules); nothing is logged. Returns the number
+        of records. Records are decoded one at a time, each just before it is put."""
+        return self.inner.import_records(self._decoded(records))  # type: ignore[no-any-return]
 
-    def _restore_one(self, record: Any) -> None:
+    def _decoded(self, records: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+        """The inner store's import records (arguments of its ``put``) of changelog ``records``."""
         raise TypeError(f"{type(self).__name__} cannot restore")  # overridden by every wrapper
 
     def _deserialize_key(self, data: bytes) -> Any:
@@ -241,8 +244,11 @@ class ChangeLoggingKeyValueStore(_ChangeLogging):
         self._pending[kb] = ChangelogRecord(kb, None, self._ts(timestamp))
         return old
 
-    def _restore_one(self, record: Any) -> None:
-        self.inner.put(self._deserialize_key(record.key), self._deserialize_value(record.value))
+    def _decoded(self, records: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+        key_of = self._deserialize_key
+        value_of = self._deserialize_value
+        for record in records:
+            yield key_of(record.key), value_of(record.value)
 
 
 class ChangeLoggingWindowStore(_ChangeLogging):
@@ -303,18 +309,22 @@ class ChangeLoggingWindowStore(_ChangeLogging):
         self._pending[ck] = ChangelogRecord(ck, vb, self._ts(timestamp))
         return applied
 
-    def _restore_one(self, record: Any) -> None:
+    def _decoded(self, records: Iterable[Any]) -> Iterator[tuple[Any, Any, int]]:
         dups = self.inner.retain_duplicates
-        kb, start, seq = split_window_changelog_key(record.key, dups, self._where)
-        self.inner.put(self._deserialize_key(kb), self._deserialize_value(record.value), start)
-        if seq is not None:
-            self._seq = seq
+        where = self._where
+        key_of = self._deserialize_key
+        value_of = self._deserialize_value
+        for record in records:
+            kb, start, seq = split_window_changelog_key(record.key, dups, where)
+            yield key_of(kb), value_of(record.value), start
+            if seq is not None:  # (resumed once the record was put)
+                self._seq = seq
 
 
 class ChangeLoggingSessionStore(_ChangeLogging):
     """A :class:`SessionStore` whose applied writes are change-logged (key bytes + end + start).
 
-    The aggregation fast path (:meth:`_replace`) is a write cache in one more respect: a session
+    Session aggregation's :meth:`replace_sessions` is a write cache in one more respect: a session
     created since the last drain and merged away again before the next one (a session growing
     click by click) never reaches the changelog - neither its put nor its tombstone - because no
     reader of the changelog could have seen it. It is elided only when the session that replaces
@@ -334,7 +344,9 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         self.fetch = inner.fetch
         self.fetch_keys = inner.fetch_keys
         self.all = inner.all
-        # changelog keys created by _replace since the last drain, with no record drained before
+        self.find_mergeable = inner.find_mergeable    # reads: the inner store's (see SessionStore)
+        self.session_entries = inner.session_entries
+        # changelog keys created by replace_sessions since the last drain, with no record drained before
         self._fresh: set[bytes] = set()
 
     @property
@@ -343,14 +355,14 @@ class ChangeLoggingSessionStore(_ChangeLogging):
 
     def _log(self, session: Any, agg: Any, is_put: bool, timestamp: int | None) -> bool:
         inner = self.inner
-        key, start, end = inner._unpack(session)
+        key, start, end = inner.unpack_session(session)
         kb = self._key_bytes(key)
         vb = self._value_bytes(agg)
         if not is_put and inner.fetch_session(key, start, end) is None:
             # remove of a session the store does not hold: nothing to log (a tombstone would be
             # restored as put(session, None), which advances the observed time; remove does not)
-            return inner._write(key, start, end, agg, is_put)
-        if not inner._write(key, start, end, agg, is_put):
+            return inner.remove(session)
+        if not (inner.put(session, agg) if is_put else inner.remove(session)):
             return False
         ck = kb + _END_START(end, start)
         self._pending[ck] = _record(ChangelogRecord, (ck, vb, self._ts(timestamp)))
@@ -370,7 +382,7 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         self._fresh = set()
         records = super().drain()
         inner = self.inner
-        cutoff = inner._observed - inner.retention
+        cutoff = inner.observed_stream_time - inner.retention
         if not records or cutoff <= _LOWEST_END:
             return records
         unpack_end = _END.unpack_from
@@ -380,18 +392,12 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         self._fresh = set()
         super().close()
 
-    def _find(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
-        """``inner._find``: the processor fast path (see :class:`SessionStore`)."""
-        return self.inner._find(key, earliest_session_end, latest_session_start)
-
-    def _entries(self) -> list[list[Any]]:
-        """``inner._entries()`` (see :class:`SessionStore`)."""
-        return self.inner._entries()
-
-    def _replace(self, key: Any, removed: Sequence[list[Any]], start: int, end: int,
-                 agg: Any) -> list[Any] | None:
-        """``inner._replace(...)``, logged exactly like the equivalent ``remove``/``put`` calls: a
-        tombstone per removed session (timestamped before the put), then the put's record."""
+    def replace_sessions(self, key: Any, removed: Sequence[list[Any]], start: int, end: int,
+                         agg: Any) -> list[Any] | None:
+        """``inner.replace_sessions(...)`` (same arguments, result and contract, see
+        :class:`SessionStore`), logged exactly like the equivalent ``remove``/``put`` calls: a
+        tombstone per removed session (timestamped before the put), then the put's record; minus
+        the sessions this write cache elides (see the class docstring)."""
         inner = self.inner
         kb = self._key_bytes(key)
         vb = self._value_bytes(agg)
@@ -400,13 +406,13 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         fresh = self._fresh
         elided: list[bytes] | None = None
         if removed:
-            before = record_ts if record_ts is not None else inner._observed
+            before = record_ts if record_ts is not None else inner.observed_stream_time
             tombstones = [kb + _END_START(e[0], e[1]) for e in removed]  # type: ignore[operator]
-            last_end = removed[-1][0]  # (read before inner._replace: it may extend that entry)
-            entry = inner._replace(key, removed, start, end, agg)
+            last_end = removed[-1][0]  # (read before replace_sessions: it may extend that entry)
+            entry = inner.replace_sessions(key, removed, start, end, agg)
             # a session created since the last drain never reaches the changelog, provided the
             # put is logged and ends no earlier (its record then restores the observed time the
-            # elided session had advanced); removed entries come from _find, ordered by end
+            # elided session had advanced); removed entries come from find_mergeable, ordered by end
             absorbed = entry is not None and end >= last_end
             for ck in tombstones:
                 if ck in fresh:
@@ -417,14 +423,15 @@ class ChangeLoggingSessionStore(_ChangeLogging):
                         continue
                 pending[ck] = _record(ChangelogRecord, (ck, None, before))
         else:
-            entry = inner._replace(key, removed, start, end, agg)
+            entry = inner.replace_sessions(key, removed, start, end, agg)
         if entry is not None:
             ck = kb + _END_START(end, start)  # type: ignore[operator]
             # fresh: a window the store did not hold (or held only since the last drain), with no
             # record pending for it (a pending tombstone must still be delivered)
-            if ck not in pending and (inner._created or (elided is not None and ck in elided)):
+            if ck not in pending and (inner.last_write_created or (elided is not None and ck in elided)):
                 fresh.add(ck)
-            pending[ck] = _record(ChangelogRecord, (ck, vb, record_ts if record_ts is not None else inner._observed))
+            pending[ck] = _record(ChangelogRecord, (ck, vb, record_ts if record_ts is not None
+                                                        else inner.observed_stream_time))
         return entry
 
     def put(self, session: Windowed, agg: Any, timestamp: int | None = None) -> bool:
@@ -435,9 +442,13 @@ class ChangeLoggingSessionStore(_ChangeLogging):
         """``inner.remove(session)`` and log a tombstone."""
         return self._log(session, None, False, timestamp)
 
-    def _restore_one(self, record: Any) -> None:
-        kb, start, end = split_session_changelog_key(record.key, self._where)
-        self.inner.put(Windowed(self._deserialize_key(kb), start, end), self._deserialize_value(record.value))
+    def _decoded(self, records: Iterable[Any]) -> Iterator[tuple[Windowed, Any]]:
+        where = self._where
+        key_of = self._deserialize_key
+        value_of = self._deserialize_value
+        for record in records:
+            kb, start, end = split_session_changelog_key(record.key, where)
+            yield Windowed(key_of(kb), start, end), value_of(record.value)
 
 
 class ChangeLoggingVersionedStore(_ChangeLogging):
@@ -487,11 +498,15 @@ class ChangeLoggingVersionedStore(_ChangeLogging):
             self._pending[(kb, timestamp)] = ChangelogRecord(kb, None, timestamp)
         return old
 
-    def _restore_one(self, record: Any) -> None:
-        timestamp = record.timestamp
-        if type(timestamp) is not int:
-            timestamp = check_int(self._where, "record timestamp", timestamp)
-        self.inner.put(self._deserialize_key(record.key), self._deserialize_value(record.value), timestamp)
+    def _decoded(self, records: Iterable[Any]) -> Iterator[tuple[Any, Any, int]]:
+        where = self._where
+        key_of = self._deserialize_key
+        value_of = self._deserialize_value
+        for record in records:
+            timestamp = record.timestamp
+            if type(timestamp) is not int:
+                timestamp = check_int(where, "record timestamp", timestamp)
+            yield key_of(record.key), value_of(record.value), timestamp
 
 
 ChangeLoggingStore = (ChangeLoggingKeyValueStore | ChangeLoggingWindowStore | ChangeLoggingSessionStore

@@ -18,6 +18,8 @@ session ``cleanup.policy=compact,delete`` with ``retention.ms = retention + 24 h
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator
+from itertools import starmap
 from typing import Any, NamedTuple
 
 from ..serde import show_bytes
@@ -25,6 +27,7 @@ from ..serde import show_bytes
 __all__ = [
     "ADDITIONAL_RETENTION_MS",
     "ChangelogRecord",
+    "changelog_records",
     "changelog_topic_config",
     "session_changelog_key",
     "session_key_suffix",
@@ -47,6 +50,12 @@ class ChangelogRecord(NamedTuple):
     key: bytes
     value: bytes | None
     timestamp: int
+
+
+def changelog_records(rows: Iterable[tuple[bytes, bytes | None, int]]) -> Iterator[ChangelogRecord]:
+    """A :class:`ChangelogRecord` for each ``(key, value, timestamp)`` row of ``rows``, lazily; a row
+    of another length raises TypeError when it is reached (the types are not checked)."""
+    return starmap(ChangelogRecord, rows)
 
 
 def window_changelog_key(key_bytes: bytes, start: int, seq: int | None = None) -> bytes:

@@ -15,6 +15,10 @@ Rules:
 - Keys must be hashable and mutually comparable; ``None`` keys are rejected with ``ValueError``.
 
 The store has no timestamps: ``observed_stream_time`` stays -1 and nothing is ever dropped.
+
+Export and import (snapshots, changelog restore): ``export_records()`` gives the contents as
+``(key, value)`` pairs - the arguments of ``put`` - in key order; ``import_records(pairs)`` puts
+them (into an empty store: the same contents).
 """
 
 from __future__ import annotations
@@ -111,6 +115,21 @@ class KeyValueStore(StoreBase):
         m = self._map
         keys = list(reversed(m.keys()) if backward else m.keys())
         return StoreIterator(key_values(keys, map(m.__getitem__, keys)))
+
+    # -- export and import ------------------------------------------------------------------
+    def export_records(self) -> list[tuple[Any, Any]]:
+        """The contents as ``(key, value)`` pairs (the arguments of :meth:`put`), in key order."""
+        m = self._map
+        return list(zip(m.keys(), m.values(), strict=True))
+
+    def import_records(self, records: Iterable[tuple[Any, Any]]) -> int:
+        """``put(key, value)`` for each pair of ``records`` in order; returns the number of pairs."""
+        put = self.put
+        count = 0
+        for key, value in records:
+            put(key, value)
+            count += 1
+        return count
 
     def count(self) -> int:
         """Number of keys."""

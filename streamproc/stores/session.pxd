@@ -7,9 +7,11 @@ from .base cimport StoreBase
 
 
 cdef class SessionStore(StoreBase):
-    cdef public object _count, _created, _expiry_q, _max_length, _seq, retention
+    cdef public object _count, _expiry_q, _max_length, _seq, last_write_created, retention
     cdef public dict _by_key
     cdef public list _expiry
+
+    cpdef unpack_session(self, session, arg=*)
 
     @cython.locals(lst=list, entry=list)
     cpdef _store(self, key, start, end, agg)
@@ -24,8 +26,10 @@ cdef class SessionStore(StoreBase):
     @cython.locals(heap=list, by_key=dict, entry=list, lst=list)
     cpdef _expire(self, cutoff)
 
+    cpdef find_mergeable(self, key, timestamp, gap)
+
     @cython.locals(lst=list, e=list, out=list)
     cpdef _find(self, key, earliest_session_end, latest_session_start)
 
     @cython.locals(old=list, lst=list)
-    cpdef _replace(self, key, removed, start, end, agg)
+    cpdef replace_sessions(self, key, removed, start, end, agg)

@@ -36,7 +36,7 @@ Layout (chosen for the per-record path of session aggregation: find, merge, repl
   expiring takes the items below the cutoff from the front of both, so most items cost an append
   and a popleft instead of heap sifts. It is lazy: removing a session only marks its entry (``agg``
   slot set to None; stored aggregates are never None), and a session extended in place by
-  :meth:`_replace` keeps its old item; when an item surfaces below the cutoff, a removed entry is
+  :meth:`replace_sessions` keeps its old item; when an item surfaces below the cutoff, a removed entry is
   skipped, an entry whose end moved on is queued again with its current end, and only a really
   expired one is deleted. The next expiry therefore costs two comparisons on every advance of
   ``observed``.
@@ -44,18 +44,31 @@ Layout (chosen for the per-record path of session aggregation: find, merge, repl
   ``(end, key, start)``: O(n log n) in the number of live sessions, like a scan (they are not on the
   per-record path). ``find_sessions``, ``fetch`` and ``fetch_session`` touch one key only.
 
-The processor fast path (:mod:`streamproc.processors.session_aggregate`) uses internal methods:
-:meth:`_find` (the entries ``find_sessions`` would return, without building result objects),
-:meth:`_replace` (remove some of them and put the merged session, with exactly the effects of the
-equivalent ``remove``/``put`` calls; it returns the entry holding the new session) and
-:meth:`_entries`. An entry whose ``agg`` slot is None has left the store.
+Session aggregation (:mod:`streamproc.processors.session_aggregate`) uses three public
+operations that work on **session entries** instead of result objects. An entry is the store's own
+list ``[end, start, agg, key]`` (indices :data:`END`, :data:`START`, :data:`AGG`, :data:`KEY`):
+callers read it and never modify it; its ``agg`` slot is None once the session left the store
+(removed, merged away or expired), and its window slots change when the session is extended in
+place by :meth:`~SessionStore.replace_sessions`.
+
+- :meth:`~SessionStore.find_mergeable` ``(key, timestamp, gap)``: the entries of the sessions a record
+  at ``timestamp`` merges with (what ``find_sessions(key, timestamp - gap, timestamp + gap)``
+  returns, without building result objects);
+- :meth:`~SessionStore.replace_sessions` ``(key, removed, start, end, agg)``: remove those entries
+  and put the merged session, with exactly the effects of the equivalent ``remove``/``put`` calls;
+  returns the entry holding the new session;
+- :meth:`~SessionStore.session_entries`: every live entry.
+
+Export and import (snapshots, changelog restore): :meth:`~SessionStore.export_records` gives the
+contents as ``(Windowed(key, start, end), agg)`` pairs, the arguments of ``put``, ordered by end,
+key, start; :meth:`~SessionStore.import_records` puts such pairs through the ``put`` rules.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from heapq import heappop, heappush
 from typing import Any
 
@@ -65,16 +78,17 @@ from ._checks import check_duration, check_int, check_name, fail_key, key_type_e
 from .base import StoreBase, log
 from .iterators import StoreIterator, new_key_value, new_windowed
 
-__all__ = ["SessionStore"]
+__all__ = ["AGG", "END", "KEY", "START", "SessionStore"]
 
-# Entry slots: [END, START, AGG, KEY]; AGG is None once the entry left the store.
+#: Slots of a session entry ``[end, start, agg, key]``; ``agg`` is None once the entry left the store.
 END, START, AGG, KEY = 0, 1, 2, 3
 
 
 class SessionStore(StoreBase):
     """An in-memory session store: sessions per key, plus a lazy end-time heap for expiry."""
 
-    __slots__ = ("_by_key", "_count", "_created", "_expiry", "_expiry_q", "_max_length", "_seq", "retention")
+    __slots__ = ("_by_key", "_count", "_expiry", "_expiry_q", "_max_length", "_seq", "last_write_created",
+                 "retention")
     kind = "session"
 
     def __init__(self, name: str, retention: Duration) -> None:
@@ -87,12 +101,16 @@ class SessionStore(StoreBase):
         self._count = 0
         self._max_length = 0
         self._seq = 0
-        # whether the last _store/_replace that kept its session created a new window (True) or
-        # overwrote an existing one (False): the change-logging wrapper's write cache reads it
-        self._created = False
+        #: Whether the last write that stored a session (``put``, ``replace_sessions``) created a
+        #: window the store did not hold (True) or overwrote the aggregate of one it held (False).
+        #: Read-only for callers: the change-logging wrapper's write cache reads it.
+        self.last_write_created = False
 
     # -- validation -------------------------------------------------------------------------
-    def _unpack(self, session: Any, arg: str = "session") -> tuple[Any, int, int]:
+    def unpack_session(self, session: Any, arg: str = "session") -> tuple[Any, int, int]:
+        """``(key, start, end)`` of a session window, checked as ``put`` and ``remove`` check it:
+        TypeError unless ``session`` is a ``Windowed`` with int bounds and a non-None key,
+        ValueError when ``start > end`` (messages name the store and ``arg``). Changes nothing."""
         if type(session) is not Windowed and not isinstance(session, Windowed):
             raise TypeError(f"{self._owner()}: {arg} must be a Windowed(key, start, end), "
                             f"got {type(session).__name__} {session!r}")
@@ -117,21 +135,15 @@ class SessionStore(StoreBase):
     # -- writes -----------------------------------------------------------------------------
     def put(self, session: Windowed, agg: Any) -> bool:
         """Store ``agg`` for ``session``; ``None`` removes it. False when the session was expired."""
-        key, start, end = self._unpack(session)
+        key, start, end = self.unpack_session(session)
         if agg is None:
             return self._delete(key, start, end, True)
         return self._store(key, start, end, agg) is not None
 
     def remove(self, session: Windowed) -> bool:
         """Remove ``session`` (a no-op when absent). False when the session was expired."""
-        key, start, end = self._unpack(session)
+        key, start, end = self.unpack_session(session)
         return self._delete(key, start, end, False)
-
-    def _write(self, key: Any, start: int, end: int, agg: Any, is_put: bool) -> bool:
-        """``put`` (``is_put``) or ``remove`` (agg None, not ``is_put``) of an unpacked session."""
-        if agg is None:
-            return self._delete(key, start, end, is_put)
-        return self._store(key, start, end, agg) is not None
 
     def _delete(self, key: Any, start: int, end: int, is_put: bool) -> bool:
         """Remove session ``[start, end]`` of ``key`` (if present); False when it was expired.
@@ -177,13 +189,13 @@ class SessionStore(StoreBase):
                 lst.append(entry)
             elif end == last_end and start == entry[START]:
                 entry[AGG] = agg
-                self._created = False
+                self.last_write_created = False
             else:
                 i = bisect_left(lst, [end, start])
                 entry = lst[i]
                 if entry[END] == end and entry[START] == start:
                     entry[AGG] = agg
-                    self._created = False
+                    self.last_write_created = False
                 else:
                     entry = self._new_entry(key, start, end, agg)
                     lst.insert(i, entry)
@@ -212,7 +224,7 @@ class SessionStore(StoreBase):
 
     def _new_entry(self, key: Any, start: int, end: int, agg: Any) -> list[Any]:
         entry = [end, start, agg, key]
-        self._created = True
+        self.last_write_created = True
         self._queue_expiry(end, entry)
         self._count += 1
         if end - start > self._max_length:
@@ -252,12 +264,20 @@ class SessionStore(StoreBase):
             if not lst:
                 del by_key[entry[KEY]]
 
-    # -- the processor fast path ------------------------------------------------------------
-    def _find(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
-        """The entries ``find_sessions`` returns (same checks, same order), as the store's own lists.
+    # -- session aggregation: entries instead of result objects ---------------------------------
+    def find_mergeable(self, key: Any, timestamp: int, gap: int) -> list[list[Any]]:
+        """The entries of the sessions a record of ``key`` at ``timestamp`` merges with, for an
+        inactivity gap ``gap``: those with ``end >= timestamp - gap and start <= timestamp + gap``,
+        ordered by end then start (what ``find_sessions(key, timestamp - gap, timestamp + gap)``
+        returns, with the same checks, as session entries; see the module docstring).
 
-        The caller must not modify them; they stay valid for :meth:`_replace` until the next write.
+        The caller must not modify them; they stay valid for :meth:`replace_sessions` until the next
+        write to the store.
         """
+        return self._find(key, timestamp - gap, timestamp + gap)
+
+    def _find(self, key: Any, earliest_session_end: int, latest_session_start: int) -> list[list[Any]]:
+        """The entries ``find_sessions`` returns (same checks, same order), as the store's own lists."""
         if key is None:
             fail_key(self._owner())
         if type(earliest_session_end) is not int:
@@ -286,14 +306,17 @@ class SessionStore(StoreBase):
                 out.append(e)
         return out
 
-    def _replace(self, key: Any, removed: Sequence[list[Any]], start: int, end: int, agg: Any) -> list[Any] | None:
-        """``remove`` every entry of ``removed`` (entries of ``key`` just returned by :meth:`_find`),
-        then ``put(Windowed(key, start, end), agg)``; return the entry now holding the new session,
-        or None when the put was dropped as expired.
+    def replace_sessions(self, key: Any, removed: Sequence[list[Any]], start: int, end: int,
+                         agg: Any) -> list[Any] | None:
+        """``remove`` every entry of ``removed`` (entries of ``key`` just returned by
+        :meth:`find_mergeable`, with no write in between), then ``put(Windowed(key, start, end),
+        agg)``; return the entry now holding the new session, or None when the put was dropped as
+        expired.
 
-        ``agg`` must not be None. The effects (contents, observed time, drops, expiry) are those of
-        the sequence of calls; a single removed session that the new one contains is updated in
-        place (the returned entry is then that removed entry, with its new window).
+        ``agg`` must not be None; ``start``/``end`` are ints (not checked again). The effects
+        (contents, observed time, drops, expiry, :attr:`last_write_created`) are those of the
+        sequence of calls; a single removed session that the new one contains is updated in place
+        (the returned entry is then that removed entry, with its new window).
         """
         obs = self._observed
         new_obs = end if end > obs else obs
@@ -304,7 +327,7 @@ class SessionStore(StoreBase):
             old = removed[0]
             if old[START] == start and old[END] == end:
                 old[AGG] = agg                # remove + put of the same window = overwrite
-                self._created = False
+                self.last_write_created = False
                 return old
             if start <= old[START] and end >= old[END]:
                 lst = self._by_key[key]
@@ -315,7 +338,7 @@ class SessionStore(StoreBase):
                     old[END] = end            # extend in place: the heap item is re-keyed lazily
                     old[START] = start
                     old[AGG] = agg
-                    self._created = True      # a new window (the old one is removed)
+                    self.last_write_created = True      # a new window (the old one is removed)
                     if end - start > self._max_length:
                         self._max_length = end - start
                     if new_obs != obs:
@@ -328,9 +351,32 @@ class SessionStore(StoreBase):
                     self._unlink(lst, _identity_index(lst, old))
         return self._store(key, start, end, agg)
 
-    def _entries(self) -> list[list[Any]]:
-        """Every live entry ``[end, start, agg, key]`` (no order; read-only for the caller)."""
+    def session_entries(self) -> list[list[Any]]:
+        """Every live session entry ``[end, start, agg, key]`` (no order; read-only for the caller)."""
         return [e for lst in self._by_key.values() for e in lst]
+
+    # -- export and import ------------------------------------------------------------------
+    def export_records(self) -> list[tuple[Windowed, Any]]:
+        """The contents as ``(Windowed(key, start, end), agg)`` pairs - the arguments of ``put`` -
+        ordered by end, then key, then start (as :meth:`all`). :meth:`import_records` of them into an
+        empty store with the same retention rebuilds the same contents, and the observed stream time
+        when the newest session is still held (it is then the largest end)."""
+        try:
+            rows = [(e[END], e[KEY], e[START], e[AGG]) for lst in self._by_key.values() for e in lst]
+            rows.sort(key=_row_order)
+        except TypeError as exc:
+            raise keys_not_comparable(self._owner(), exc) from None
+        return [(new_windowed((k, start, end)), agg) for end, k, start, agg in rows]
+
+    def import_records(self, records: Iterable[tuple[Windowed, Any]]) -> int:
+        """``put(session, agg)`` for each pair of ``records`` in order (the ``put`` rules apply: an
+        expired session is dropped, ``agg`` None removes); returns the number of pairs."""
+        put = self.put
+        count = 0
+        for session, agg in records:
+            put(session, agg)
+            count += 1
+        return count
 
     # -- reads ------------------------------------------------------------------------------
     def find_sessions(self, key: Any, earliest_session_end: int, latest_session_start: int,
@@ -427,4 +473,4 @@ def _identity_index(lst: list[list[Any]], entry: list[Any]) -> int:
     for i, e in enumerate(lst):
         if e is entry:
             return i
-    raise ValueError("session entry is not in the store (was the store written to since _find?)")
+    raise ValueError("session entry is not in the store (was the store written to since find_mergeable?)")

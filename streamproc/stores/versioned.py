@@ -36,6 +36,12 @@ Rules:
 - ``delete(key, timestamp)``: if ``timestamp < observed - H``: None, no change (counted as a
   drop). Else returns ``get(key, timestamp)`` and then puts a tombstone at ``timestamp``.
 
+Export and import (snapshots, changelog restore): ``export_records()`` gives every stored version,
+tombstones included, as ``(key, value, timestamp)`` - the arguments of ``put`` - ordered by
+timestamp (ties in the order of ``keys()``), so no version is older than history retention when it
+is put again; ``import_records(triples)`` puts them (into an empty store with the same parameters:
+the same versions and observed stream time).
+
 Default ``segment_interval`` (H in ms): H <= 60 s: max(H/3, 2 s); H <= 5 min: max(H/5, 20 s);
 H <= 1 h: max(H/12, 60 s); else max(H/24, 5 min) (integer division).
 
@@ -48,6 +54,7 @@ Vector (H = 100): ``put(k,a,10) -> -1; put(k,b,20) -> -1; put(k,c,15) -> 20``; `
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -308,6 +315,35 @@ class VersionedKeyValueStore(StoreBase):
         out.append(latest)
         return out
 
+    # -- export and import ------------------------------------------------------------------
+    def export_records(self) -> list[tuple[Any, Any, int]]:
+        """Every stored version (tombstones included: value None) as ``(key, value, timestamp)``
+        (the arguments of :meth:`put`), ordered by timestamp, ties in the order of :meth:`keys`.
+
+        Versions that fell out of history retention but whose segment was not dropped yet are
+        included (as in :meth:`versions`)."""
+        rows: list[tuple[int, int, Any, Any]] = []
+        append = rows.append
+        history = self._history
+        for i, (key, latest) in enumerate(self._latest.items()):
+            hist = history.get(key)
+            if hist is not None:
+                for ts, value in zip(hist[0], hist[1], strict=True):
+                    append((ts, i, key, value))
+            append((latest[1], i, key, latest[0]))
+        rows.sort(key=_row_order)
+        return [(key, value, ts) for ts, _, key, value in rows]
+
+    def import_records(self, records: Iterable[tuple[Any, Any, int]]) -> int:
+        """``put(key, value, timestamp)`` for each triple of ``records`` in order (the ``put`` rules
+        apply: a version older than history retention is dropped); returns the number of triples."""
+        put = self.put
+        count = 0
+        for key, value, timestamp in records:
+            put(key, value, timestamp)
+            count += 1
+        return count
+
     def keys(self) -> list[Any]:
         """Every key with a stored version (including keys whose newest version is a tombstone)."""
         return list(self._latest)
@@ -321,3 +357,7 @@ class VersionedKeyValueStore(StoreBase):
         self._history.clear()
         self._segments.clear()
         self._num_history = 0
+
+
+def _row_order(row: tuple[int, int, Any, Any]) -> tuple[int, int]:
+    return row[0], row[1]

@@ -28,6 +28,12 @@ Rules (``observed`` is the largest window start ever given to ``put``; it starts
 - ``all(backward=False)``: every live entry, as ``fetch_all(None, None)``.
 - Reads return snapshot iterators: later puts, deletes and expiry do not change them.
 
+Export and import (snapshots, changelog restore): ``export_records()`` gives every live value as
+``(key, value, window_start)`` - the arguments of ``put`` - ordered by start, then key (duplicates
+in insertion order); ``import_records(triples)`` puts them (into an empty store with the same
+parameters: the same contents, and the same observed stream time when the newest window still
+holds a value).
+
 Factory validation (in this order, each a ``ValueError`` naming the store and values): name
 empty; retention < 0; window_size < 0; grace < 0; ``window_size > retention``; ``grace > retention``.
 ``grace`` defaults to ``retention``.
@@ -39,6 +45,7 @@ one key is O(log S + windows in the time range); multi-key reads add O(log m) pe
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
 from typing import Any
 
 from sortedcontainers import SortedDict
@@ -272,6 +279,36 @@ class WindowStore(StoreBase):
     def all(self, backward: bool = False) -> StoreIterator[KeyValue]:
         """Every live entry, by start then key."""
         return self.fetch_keys(None, None, None, None, backward)
+
+    # -- export and import ------------------------------------------------------------------
+    def export_records(self) -> list[tuple[Any, Any, int]]:
+        """Every live value as ``(key, value, window_start)`` (the arguments of :meth:`put`), ordered
+        by start, then key; the duplicates of a key in insertion order (as :meth:`all`)."""
+        out: list[tuple[Any, Any, int]] = []
+        append = out.append
+        segs = self._segments
+        dups = self.retain_duplicates
+        try:
+            for start, seg in segs.items():
+                for k in _keys_in_range(seg, None, None):
+                    if dups:
+                        for v in seg[k]:
+                            append((k, v, start))
+                    else:
+                        append((k, seg[k], start))
+        except TypeError as exc:
+            raise keys_not_comparable(self._owner(), exc) from None
+        return out
+
+    def import_records(self, records: Iterable[tuple[Any, Any, int]]) -> int:
+        """``put(key, value, window_start)`` for each triple of ``records`` in order (the ``put``
+        rules apply: late or expired windows are dropped); returns the number of triples."""
+        put = self.put
+        count = 0
+        for key, value, window_start in records:
+            put(key, value, window_start)
+            count += 1
+        return count
 
     def __len__(self) -> int:
         """Number of live values (each duplicate counts)."""

@@ -97,9 +97,9 @@ def _strict_session_expiry(s: Scenario, mine: Steps, kafka: Steps) -> Pair | Non
         store = driver.session_store("agg")
         inner = getattr(store, "inner", store)
 
-        def kafka_find(key: Any, earliest_end: int, latest_start: int) -> list[list[Any]]:
+        def kafka_find(key: Any, timestamp: int, gap: int) -> list[list[Any]]:
             cutoff = inner.observed_stream_time - inner.retention
-            with store.find_sessions(key, earliest_end, latest_start) as found:
+            with store.find_sessions(key, timestamp - gap, timestamp + gap) as found:
                 return [[w.end, w.start, v, w.key] for w, v in found if w.end > cutoff]
 
         def replace(key: Any, removed: list[list[Any]], start: int, end: int, value: Any) -> bool:

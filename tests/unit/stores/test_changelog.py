@@ -277,17 +277,17 @@ def _restored_session_store(log: list[Any]) -> Any:
 
 
 def test_session_fast_path_elides_only_sessions_created_since_the_last_drain() -> None:
-    """The aggregation fast path (``_find``/``_replace``) leaves out a session created and merged
+    """Session aggregation's ``find_mergeable``/``replace_sessions`` leave out a session created and merged
     away between two drains, but never the tombstone of a session the changelog already holds -
     not even when that window is created again and merged away again before the drain."""
     s = change_logged(Stores.in_memory_session_store("s", 1_000), serde.STRING, serde.INT, topic="app-s-changelog")
     log: list[Any] = []
 
     def click(ts: int, gap: int = 5) -> None:
-        found = s._find("a", ts - gap, ts + gap)
+        found = s.find_mergeable("a", ts, gap)
         start = min([ts] + [e[1] for e in found])
         end = max([ts] + [e[0] for e in found])
-        s._replace("a", found, start, end, 1 + sum(e[2] for e in found))
+        s.replace_sessions("a", found, start, end, 1 + sum(e[2] for e in found))
 
     click(0)
     drained = s.drain()

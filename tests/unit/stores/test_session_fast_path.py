@@ -1,5 +1,5 @@
-"""Session aggregation through the session store's fast path (``_find``/``_replace``, what the
-operator uses on the stores a task creates) against the same operator on a store seen through its
+"""Session aggregation through the session store's session-entry operations (``find_mergeable``/
+``replace_sessions``, what the operator uses on the stores a task creates) against the same operator on a store seen through its
 public API only (``find_sessions``, ``remove``, ``put``): the same outputs and the same final store,
 batch by batch, for both emit strategies and all three aggregations, with out-of-order, late and
 merging records, and with store retentions longer than gap + grace (so a record can extend a session
@@ -41,13 +41,14 @@ def topology(kind: str, gap: int, grace: int, on_close: bool, retention: int | N
 
 
 class PublicOnly:
-    """A store seen through its public API: no ``_find``/``_replace``, so the operator falls back."""
+    """A store seen through its public read/write API only (not a SessionStore, and without the
+    session-entry operations), so the operator falls back to ``find_sessions``/``remove``/``put``."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("_find", "_replace"):
+        if name in ("find_mergeable", "replace_sessions", "session_entries"):
             raise AttributeError(name)
         return getattr(self._store, name)
 

@@ -1,7 +1,7 @@
 """The per-key session store against the layout it replaced (``LegacySessionStore``), on random
 operation sequences with expiry: every read, ``observed_stream_time``, ``dropped_records`` and the
-size must agree after every step. Also the fast path session aggregation uses (``_find`` then
-``_replace``) against the equivalent public calls (``find_sessions``, ``remove`` each, ``put``),
+size must agree after every step. Also the session-entry operations session aggregation uses
+(``find_mergeable`` then ``replace_sessions``) against the equivalent public calls (``find_sessions``, ``remove`` each, ``put``),
 directly and through the change-logging wrapper (same drained changelog records)."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ times = st.integers(0, 150)
 lengths = st.integers(0, 30)
 aggs = st.integers(0, 9)
 
-# ("replace", key, ts, lo, hi, mode, agg): find the sessions of `key` with end >= ts - lo and
-# start <= ts + hi, then replace `removed` (all / none / the first / the last) by a new session: the
+# ("replace", key, ts, lo, hi, mode, agg): find the sessions of `key` a record at ts merges with for
+# gap lo (end >= ts - lo and start <= ts + lo), then replace `removed` (all / none / the first / the last) by a new session: the
 # merge of [ts, ts] with every found session (mode "merge", what the processor does) or [ts, ts + hi].
 replace_ops = st.tuples(st.just("replace"), keys, times, st.integers(0, 20), st.integers(0, 20),
                         st.sampled_from(["merge", "all", "none", "first", "last"]), aggs)
@@ -49,9 +49,9 @@ def rows(it: Any) -> list[tuple[tuple[Any, int, int], Any]]:
 
 
 def replace_plan(store: Any, op: tuple) -> tuple[list[Any], list[Windowed], Windowed]:
-    """``(entries to pass to _replace, the same sessions as Windowed, the new session)``."""
+    """``(entries to pass to replace_sessions, the same sessions as Windowed, the new session)``."""
     _, k, ts, lo, hi, mode, _agg = op
-    found = store._find(k, ts - lo, ts + hi)
+    found = store.find_mergeable(k, ts, lo)
     windows = [Windowed(e[3], e[1], e[0]) for e in found]
     if mode == "merge":
         start = min([ts] + [w.start for w in windows])
@@ -71,9 +71,9 @@ def apply(store: Any, legacy: LegacySessionStore, op: tuple) -> None:
         assert store.remove(Windowed(k, start, start + length)) == legacy.remove(Windowed(k, start, start + length))
     elif name == "replace":
         removed, windows, new = replace_plan(store, op)
-        assert rows(legacy.find_sessions(op[1], op[2] - op[3], op[2] + op[4])) == \
-            rows(store.find_sessions(op[1], op[2] - op[3], op[2] + op[4]))
-        got = store._replace(new.key, removed, new.start, new.end, op[6])
+        assert rows(legacy.find_sessions(op[1], op[2] - op[3], op[2] + op[3])) == \
+            rows(store.find_sessions(op[1], op[2] - op[3], op[2] + op[3]))
+        got = store.replace_sessions(new.key, removed, new.start, new.end, op[6])
         for w in windows:
             assert legacy.remove(w)
         assert bool(got) == legacy.put(new, op[6])
@@ -114,7 +114,7 @@ def test_replace_is_logged_like_remove_then_put_minus_short_lived_sessions(reten
     for i, op in enumerate(ops):
         if op[0] == "replace":
             removed, windows, new = replace_plan(fast, op)
-            got = fast._replace(new.key, removed, new.start, new.end, op[6])
+            got = fast.replace_sessions(new.key, removed, new.start, new.end, op[6])
             for w in windows:
                 public.remove(w)
             assert bool(got) == public.put(new, op[6])
@@ -151,8 +151,8 @@ def test_extending_the_latest_session_in_place_keeps_expiry_exact() -> None:
     s = SessionStore("s", 10)
     s.put(Windowed("k", 0, 0), 1)
     for t in range(1, 40):  # extend [0, t - 1] to [0, t] in place, 39 times
-        found = s._find("k", t - 5, t + 5)
-        assert s._replace("k", found, 0, t, t + 1)
+        found = s.find_mergeable("k", t, 5)
+        assert s.replace_sessions("k", found, 0, t, t + 1)
     assert [(kv.key, kv.value) for kv in s.all()] == [(Windowed("k", 0, 39), 40)]
     s.put(Windowed("x", 45, 45), 1)  # observed 45: [0, 39] stays (39 >= 35)
     assert len(s) == 2
@@ -164,7 +164,7 @@ def test_extending_the_latest_session_in_place_keeps_expiry_exact() -> None:
 def test_a_session_extended_in_place_is_found_over_its_whole_length() -> None:
     s = SessionStore("s", 1000)
     s.put(Windowed("k", 0, 0), 1)
-    assert s._replace("k", s._find("k", -10, 10), 0, 100, 2)   # [0, 0] -> [0, 100] in place
+    assert s.replace_sessions("k", s.find_mergeable("k", 0, 10), 0, 100, 2)   # [0, 0] -> [0, 100] in place
     s.put(Windowed("k", 200, 201), 3)
     assert [kv.key for kv in s.find_sessions("k", 50, 60)] == [Windowed("k", 0, 100)]
 
@@ -173,8 +173,8 @@ def test_an_in_place_extension_keeps_the_key_order() -> None:
     s = SessionStore("s", 1000)
     s.put(Windowed("k", 5, 10), "a")
     s.put(Windowed("k", 8, 10), "b")
-    last = s._find("k", 10, 8)[-1:]  # [8, 10]
-    assert s._replace("k", last, 2, 10, "c")  # [2, 10] now sorts before [5, 10]
+    last = s.find_mergeable("k", 9, -1)[-1:]  # end >= 10 and start <= 8: [8, 10]
+    assert s.replace_sessions("k", last, 2, 10, "c")  # [2, 10] now sorts before [5, 10]
     assert [(kv.key.start, kv.value) for kv in s.fetch("k")] == [(2, "c"), (5, "a")]
     assert [(kv.key.start, kv.value) for kv in s.find_sessions("k", 0, 3)] == [(2, "c")]
 
@@ -210,8 +210,8 @@ def test_a_short_lived_session_replaced_by_an_expired_put_is_still_logged() -> N
     replaced by [0,0], whose put is dropped as expired. The changelog cannot elide [0,1]: nothing
     else in it would restore the observed time 1 it set."""
     store = change_logged(Stores.in_memory_session_store("s", 0))
-    assert store._replace("a", [], 0, 1, 5) is not None
-    assert store._replace("a", store._find("a", 0, 0), 0, 0, 6) is None  # dropped: 0 < 1 - 0
+    assert store.replace_sessions("a", [], 0, 1, 5) is not None
+    assert store.replace_sessions("a", store.find_mergeable("a", 0, 0), 0, 0, 6) is None  # dropped: 0 < 1 - 0
     assert (len(store), store.observed_stream_time) == (0, 1)
     rebuilt = change_logged(Stores.in_memory_session_store("s", 0))
     rebuilt.restore(store.drain())
