@@ -3,7 +3,12 @@
 Topics and formats (string keys, JSON values):
 
 - input ``clicks``: key = user id (UTF-8 string), value = a JSON object describing the click
-  (e.g. ``{"page": "/cart"}``; the content is not used), timestamp = click time.
+  (e.g. ``{"page": "/cart"}``; the content is not used), timestamp = click time. What counts as a
+  click: every record with a key, whatever its value (a JSON object, array, number or string, and
+  JSON ``null`` too: session aggregations skip only records without a key, as Kafka Streams does).
+  A record without a key cannot be grouped: it is dropped and counted in
+  ``streamproc_dropped_records_total{operator="session-clicks", reason="null_key"}``; a value that
+  is not JSON is a deserialization error (``deserialization_error_policy``).
 - output ``session-stats``: key = user id, value =
   ``{"user": str, "start": int, "end": int, "clicks": int, "duration_ms": int}`` (start/end in epoch
   ms, both inclusive; ``duration_ms = end - start``), timestamp = session end. One record per session,
