@@ -50,12 +50,17 @@ localkafka = _load_localkafka()
 
 
 def tcp_states(port: int) -> list[str]:
-    """The states (hex, as /proc/net/tcp writes them) of every IPv4 socket whose local port is ``port``."""
+    """The states (hex, as /proc/net/tcp writes them) of every TCP socket whose local port is
+    ``port``: IPv4 ones and IPv6 ones (Java's sockets are IPv6, 127.0.0.1 mapped into them).
+    """
     states = []
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if int(fields[1].rsplit(":", 1)[1], 16) == port:
-            states.append(fields[3])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if not Path(table).exists():
+            continue
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                states.append(fields[3])
     return states
 
 
