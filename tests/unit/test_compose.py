@@ -353,11 +353,12 @@ def documented_commands(text: str) -> list[tuple[int, list[str]]]:
 def run_settings(tokens: list[str]) -> tuple[str, str, str, dict[str, str | None]]:
     """(program name, subcommand, module, {flag: value}) of ``streamproc run MODULE --flag value ...``.
 
-    ``--flag=value`` and ``--flag value`` are the same setting; a flag followed by another flag (or
-    nothing) has the value None.
+    ``--flag=value`` and ``--flag value`` are the same setting (every ``streamproc run`` flag takes
+    a value); a flag followed by another flag, or by nothing, has the value None. The module is
+    the first argument that is no flag's value, wherever it stands.
     """
     program, subcommand, *rest = tokens
-    module = next((t for t in rest if not t.startswith("-")), "")
+    module = ""
     settings: dict[str, str | None] = {}
     i = 0
     while i < len(rest):
@@ -366,11 +367,13 @@ def run_settings(tokens: list[str]) -> tuple[str, str, str, dict[str, str | None
             name, eq, value = tok.partition("=")
             if eq:
                 settings[name] = value
-            elif i + 1 < len(rest) and not rest[i + 1].startswith("-") and rest[i + 1] != module:
+            elif i + 1 < len(rest) and not rest[i + 1].startswith("-"):
                 settings[name] = rest[i + 1]
                 i += 1
             else:
                 settings[name] = None
+        elif not module:
+            module = tok
         i += 1
     return Path(program).name, subcommand, module, settings
 
@@ -486,6 +489,9 @@ streamproc run pkg.a --application-id a \\
     assert [line for line, _ in commands] == [2, 6, 7]
     assert run_settings(commands[1][1]) == (
         "streamproc", "run", "pkg.a", {"--bootstrap-servers": "127.0.0.1:9092", "--application-id": "a"},
+    )  # fmt: skip
+    assert run_settings(["streamproc", "run", "--application-id", "a", "pkg.b"])[2:] == (
+        "pkg.b", {"--application-id": "a"},
     )  # fmt: skip
     assert run_settings(commands[2][1])[3] == {
         "--application-id": "a", "--state-dir": "/var/lib/x", "--changelog-enabled": None,
