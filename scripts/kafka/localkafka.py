@@ -19,6 +19,10 @@ Exact behaviour:
   ``~/.cache/streamproc``) and runs ``mvn dependency:copy-dependencies`` into ``libs/``; a
   ``libs/.complete`` stamp (naming the version and the pom's digest) makes later calls return at
   once without running ``mvn``.
+* ``start_*`` first checks every given port with :func:`port_available` (bind and listen with
+  ``SO_REUSEADDR``, as the broker's listener: a port left only in TIME_WAIT by a broker stopped a
+  moment ago is accepted, one something listens on raises :class:`KafkaStartError`) and picks
+  distinct free ports (:func:`free_ports`) for the ones not given.
 * ``start_*`` formats KRaft storage in ``data_dir`` (a fresh temporary directory by default), writes
   one ``server.properties``, ``log4j2.properties`` and ``broker.pid`` per node under
   ``data_dir/node-<id>/``, launches each JVM (in its own session only with ``detach=True``, as
