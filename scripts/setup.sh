@@ -3,6 +3,8 @@
 #
 #   1. python venv   : $STREAMPROC_VENV (default .venv), created with python3.11 when missing
 #   2. package       : pip install -e '.[test]' when pyproject.toml changed since the last install
+#                      (the test extra brings the Compose Specification's JSON schema, inside
+#                      check-jsonschema, for tests/unit/test_compose.py)
 #   3. native        : the compiled hot path (Cython, setup.py build_ext --inplace) rebuilt when a
 #                      compiled module's source changed (streamproc runs a stale one from source)
 #   4. kafka jars    : scripts/kafka/localkafka.py install (mvn; no download once cached)
@@ -40,7 +42,7 @@ install_package() {
   local stamp="$VENV/.streamproc-installed" want
   want="$(sha256sum pyproject.toml | cut -d' ' -f1) $(pwd)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] ||
-     ! "$VENV/bin/python" -c 'import streamproc, aiokafka, pytest, hypothesis, yaml' 2>/dev/null; then
+     ! "$VENV/bin/python" -c 'import streamproc, aiokafka, pytest, hypothesis, yaml, jsonschema, check_jsonschema' 2>/dev/null; then
     step "pip install -e '.[test]'"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
     echo "$want" > "$stamp"

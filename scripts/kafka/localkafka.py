@@ -19,6 +19,10 @@ Exact behaviour:
   ``~/.cache/streamproc``) and runs ``mvn dependency:copy-dependencies`` into ``libs/``; a
   ``libs/.complete`` stamp (naming the version and the pom's digest) makes later calls return at
   once without running ``mvn``.
+* ``start_*`` first checks every given port with :func:`port_available` (bind and listen with
+  ``SO_REUSEADDR``, as the broker's listener: a port left only in TIME_WAIT by a broker stopped a
+  moment ago is accepted, one something listens on raises :class:`KafkaStartError`) and picks
+  distinct free ports (:func:`free_ports`) for the ones not given.
 * ``start_*`` formats KRaft storage in ``data_dir`` (a fresh temporary directory by default), writes
   one ``server.properties``, ``log4j2.properties`` and ``broker.pid`` per node under
   ``data_dir/node-<id>/``, launches each JVM (in its own session only with ``detach=True``, as
@@ -47,11 +51,13 @@ import struct
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 KAFKA_VERSION = os.environ.get("STREAMPROC_KAFKA_VERSION", "4.3.1")
 """Apache Kafka version fetched and run: the newest 4.x whose full dependency graph resolves on
@@ -185,7 +191,7 @@ def install(version: str = KAFKA_VERSION, *, quiet: bool = False) -> Path:
     if not quiet:
         print(f"kafka {version}: fetching jars from Maven Central into {libs} ...", flush=True)
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    proc = subprocess.run(cmd, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(
             f"mvn failed ({proc.returncode}) fetching kafka_{SCALA_BINARY}:{version}:\n"
@@ -279,17 +285,56 @@ def metadata_brokers(host: str, port: int, timeout: float = 5.0) -> list[int]:
 # --------------------------------------------------------------------------------------------
 
 
+def _listener_socket() -> socket.socket:
+    """A TCP socket with ``SO_REUSEADDR`` set, as the broker's own listener has it (Java sets it).
+
+    Without it a port whose previous listener left connections in TIME_WAIT (a broker stopped a
+    moment ago, which closed its clients' connections first) cannot be bound for up to a minute,
+    although the broker can bind it at once.
+    """
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    return s
+
+
 def free_port(host: str = HOST) -> int:
-    """A TCP port that was free on ``host`` a moment ago (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    """A TCP port that was free on ``host`` a moment ago (bind to port 0 with ``SO_REUSEADDR``)."""
+    return free_ports(1, host)[0]
 
 
-def _port_free(port: int, host: str = HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def free_ports(count: int, host: str = HOST, exclude: Iterable[int] = ()) -> list[int]:
+    """``count`` distinct TCP ports free on ``host`` a moment ago, none of them in ``exclude``.
+
+    Every socket stays bound until all are picked, so the kernel cannot hand out one port twice.
+    """
+    excluded = set(exclude)
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            s = _listener_socket()
+            held.append(s)
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+            if port not in excluded:
+                ports.append(port)
+    finally:
+        for s in held:
+            s.close()
+    return ports
+
+
+def port_available(port: int, host: str = HOST) -> bool:
+    """Whether a broker could listen on ``host:port`` now.
+
+    True when a socket with ``SO_REUSEADDR`` (as the broker's) can bind and listen there: a port
+    held only by connections in TIME_WAIT is available; a port another socket listens on, or has
+    bound without ``SO_REUSEADDR``, is not.
+    """
+    with _listener_socket() as s:
         try:
             s.bind((host, port))
+            s.listen(1)
         except OSError:
             return False
         return True
@@ -605,7 +650,7 @@ class KafkaHandle:
         if self.owns_data_dir if remove_data is None else remove_data:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
-    def __enter__(self) -> KafkaHandle:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -653,16 +698,16 @@ def _start(
     detach: bool,
 ) -> KafkaHandle:
     libs = install(version, quiet=True)
-    ports = list(ports) if ports else [free_port() for _ in range(size)]
+    ports = list(ports) if ports else free_ports(size)
     controller_ports = list(controller_ports) if controller_ports else []
-    while len(controller_ports) < size:
-        p = free_port()
-        if p not in ports and p not in controller_ports:
-            controller_ports.append(p)
+    if len(controller_ports) < size:
+        controller_ports += free_ports(size - len(controller_ports), exclude=(*ports, *controller_ports))
     if len(ports) != size or len(controller_ports) != size:
         raise ValueError(f"need {size} ports and {size} controller ports, got {ports} and {controller_ports}")
+    if len({*ports, *controller_ports}) != 2 * size:
+        raise ValueError(f"ports must all differ, got {ports} and controller ports {controller_ports}")
     for p in (*ports, *controller_ports):
-        if not _port_free(p):
+        if not port_available(p):
             raise KafkaStartError(f"port {HOST}:{p} is already in use; choose another (or stop what holds it)")
     owns = data_dir is None
     root = Path(tempfile.mkdtemp(prefix="streamproc-kafka-")) if data_dir is None else Path(data_dir)
@@ -836,32 +881,177 @@ def _env_int(name: str) -> int | None:
         raise SystemExit(f"{name}={value!r} is not a port number") from None
 
 
-def _ints(text: str | None) -> list[int] | None:
-    return [int(p) for p in text.split(",")] if text else None
+def _port_list(text: str) -> list[int]:
+    """``--ports``/``--controller-ports`` values: comma-separated port numbers (argparse type)."""
+    try:
+        ports = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of port numbers") from None
+    if not all(0 < p < 65536 for p in ports):
+        raise argparse.ArgumentTypeError(f"{text!r}: ports are 1..65535")
+    return ports
+
+
+_ENVIRONMENT = """\
+environment variables:
+  STREAMPROC_CACHE          jar cache (default ~/.cache/streamproc); jars go to <cache>/kafka-<version>/libs
+  STREAMPROC_KAFKA_VERSION  Kafka version fetched and run (default {version})
+  STREAMPROC_KAFKA_DATA     parent of the default data dirs <dir>/single and <dir>/cluster
+                            (default <repo>/.kafka, which git ignores)
+  KAFKA_PORT                default of `start --port` (else 9092)
+  KAFKA_CONTROLLER_PORT     default of `start --controller-port` (else a free port)
+  KAFKA_HEAP_OPTS           JVM heap options of each broker (default "{heap}")
+  JAVA_HOME                 the JDK whose bin/java runs the broker (default: java on PATH)
+
+Each command has its own --help. The shell wrappers scripts/kafka/{{install,start,stop,status,cluster}}.sh
+run these commands; docs/kafka.md describes them."""
+
+
+def _para(text: str) -> str:
+    """``text`` wrapped for a help screen (the raw formatter keeps the epilog's table as written)."""
+    return textwrap.fill(text, 88)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: ``install | start | stop | status | cluster ACTION [INDEX]``.
+
+    Defaults that come from environment variables are read when this is called, so ``--help``
+    shows the values a run would use. Every option's help names its default and its variable.
+    """
+    fmt = argparse.RawDescriptionHelpFormatter
+    single, cluster = _default_dir("single"), _default_dir("cluster")
+    data_env = "$STREAMPROC_KAFKA_DATA/{kind} when that is set, else <repo>/.kafka/{kind}"
+    parser = argparse.ArgumentParser(
+        prog="localkafka",
+        description=_para(
+            "Run a real Apache Kafka (KRaft) on 127.0.0.1 from jars fetched off Maven Central: "
+            "one broker+controller (start) or a 3-node cluster (cluster start). Needs java (17+) "
+            "and mvn (3.8+)."
+        ),
+        epilog=_ENVIRONMENT.format(version=KAFKA_VERSION, heap=DEFAULT_HEAP_OPTS),
+        formatter_class=fmt,
+    )
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    sub.add_parser(
+        "install",
+        help="fetch the Kafka jars with mvn (idempotent)",
+        description=_para(
+            f"Fetch Kafka {KAFKA_VERSION}'s jars with mvn into {libs_dir()} (set by "
+            "$STREAMPROC_CACHE and $STREAMPROC_KAFKA_VERSION). Once complete, later runs fetch "
+            "nothing. No options."
+        ),
+        formatter_class=fmt,
+    )
+
+    p = sub.add_parser(
+        "start",
+        help="format and start one broker+controller, detached",
+        description=_para(
+            "Wipe and format DIR, start one combined broker+controller in the background and "
+            "return once it answers a Metadata request; prints KAFKA_BOOTSTRAP_SERVERS=... . A port "
+            "left only in TIME_WAIT by a broker stopped a moment ago is reused. Stop it with "
+            "`localkafka stop`."
+        ),
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "--port", type=int, default=_env_int("KAFKA_PORT") or 9092, metavar="PORT",
+        help="client (PLAINTEXT) port on 127.0.0.1; default %(default)s ($KAFKA_PORT when set, else 9092)",
+    )  # fmt: skip
+    p.add_argument(
+        "--controller-port", type=int, default=_env_int("KAFKA_CONTROLLER_PORT"), metavar="PORT",
+        help="KRaft controller port on 127.0.0.1; default $KAFKA_CONTROLLER_PORT when set, else a free port"
+        + (" (now %(default)s)" if os.environ.get("KAFKA_CONTROLLER_PORT") else ""),
+    )  # fmt: skip
+    p.add_argument(
+        "--data-dir", type=Path, default=single, metavar="DIR",
+        help=f"broker data, configs, logs and pid file; wiped first; default %(default)s "
+        f"({data_env.format(kind='single')})",
+    )  # fmt: skip
+    p.add_argument(
+        "--timeout", type=float, default=180.0, metavar="SECONDS",
+        help="give up (stop the broker, print its log tail, exit 1) when it is not ready after this "
+        "long; default %(default)s",
+    )  # fmt: skip
+
+    p = sub.add_parser(
+        "stop",
+        help="stop what `start`/`cluster start` left in a data dir, delete it",
+        description=_para(
+            "Send SIGTERM (SIGKILL after 20 s) to the brokers recorded in a data dir's pid files "
+            "(only pids still running that dir's broker), wait for them, then delete the dir."
+        ),
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "--data-dir", type=Path, default=None, metavar="DIR",
+        help=f"the data dir to stop; default both {single} and {cluster} "
+        f"({data_env.format(kind='single|cluster')})",
+    )  # fmt: skip
+
+    p = sub.add_parser(
+        "cluster",
+        help="3-broker cluster: start | stop | kill I | restart I | status",
+        description=_para(
+            "A local cluster of SIZE broker+controller processes forming one KRaft quorum "
+            "(replication factor 3 and min.insync.replicas 2 by default with 3 nodes)."
+        ),
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "action", choices=["start", "stop", "kill", "restart", "status"],
+        help="start: wipe DIR, start the cluster, wait until every node lists all brokers; stop: as "
+        "`localkafka stop --data-dir DIR`; kill I: kill -9 broker I; restart I: start broker I again "
+        "on its ports and data, wait until it is listed; status: ports, pids, running or not",
+    )  # fmt: skip
+    p.add_argument(
+        "index", nargs="?", type=int, metavar="I",
+        help="0-based broker index; required by kill and restart, ignored otherwise",
+    )  # fmt: skip
+    p.add_argument(
+        "--size", type=int, default=3, metavar="N",
+        help="number of broker+controller nodes for start; default %(default)s",
+    )  # fmt: skip
+    p.add_argument(
+        "--ports", type=_port_list, default=None, metavar="P1,P2,...",
+        help="client ports for start, one per node, comma-separated; default free ports",
+    )  # fmt: skip
+    p.add_argument(
+        "--controller-ports", type=_port_list, default=None, metavar="P1,P2,...",
+        help="controller ports for start, one per node, comma-separated; default free ports",
+    )  # fmt: skip
+    p.add_argument(
+        "--data-dir", type=Path, default=cluster, metavar="DIR",
+        help=f"the cluster's data dir (one node-<id>/ per node); default %(default)s "
+        f"({data_env.format(kind='cluster')})",
+    )  # fmt: skip
+    p.add_argument(
+        "--timeout", type=float, default=240.0, metavar="SECONDS",
+        help="seconds start (and restart) wait for readiness before giving up; default %(default)s",
+    )  # fmt: skip
+
+    p = sub.add_parser(
+        "status",
+        help="print the bootstrap servers and pids of a data dir",
+        description=_para(
+            "Print each node's ports, pid and whether it runs, then KAFKA_BOOTSTRAP_SERVERS=... ."
+        ),
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "--data-dir", type=Path, default=single, metavar="DIR",
+        help=f"the data dir to inspect; default %(default)s ({data_env.format(kind='single')})",
+    )  # fmt: skip
+    return parser
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="localkafka", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("install", help="fetch the Kafka jars with mvn (idempotent)")
-    p = sub.add_parser("start", help="format and start one broker+controller, detached")
-    p.add_argument("--port", type=int, default=_env_int("KAFKA_PORT") or 9092)
-    p.add_argument("--controller-port", type=int, default=_env_int("KAFKA_CONTROLLER_PORT"))
-    p.add_argument("--data-dir", type=Path, default=_default_dir("single"))
-    p.add_argument("--timeout", type=float, default=180.0)
-    p = sub.add_parser("stop", help="stop what `start`/`cluster start` left in a data dir, delete it")
-    p.add_argument("--data-dir", type=Path, default=None)
-    p = sub.add_parser("cluster", help="3-broker cluster: start | stop | kill I | restart I | status")
-    p.add_argument("action", choices=["start", "stop", "kill", "restart", "status"])
-    p.add_argument("index", nargs="?", type=int, help="0-based broker index for kill/restart")
-    p.add_argument("--size", type=int, default=3)
-    p.add_argument("--ports", help="comma-separated client ports (default: free ports)")
-    p.add_argument("--controller-ports", help="comma-separated controller ports (default: free ports)")
-    p.add_argument("--data-dir", type=Path, default=_default_dir("cluster"))
-    p.add_argument("--timeout", type=float, default=240.0)
-    p = sub.add_parser("status", help="print the bootstrap servers and pids of a data dir")
-    p.add_argument("--data-dir", type=Path, default=_default_dir("single"))
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    """Run one command; returns the exit status (1 when Kafka fails to start or a command fails).
+
+    Usage errors exit 2 (argparse), ``--help`` exits 0.
+    """
+    args = build_parser().parse_args(list(argv) if argv is not None else None)
 
     try:
         if args.cmd == "install":
@@ -902,8 +1092,8 @@ def _status(data_dir: Path) -> None:
 def _cluster_cmd(args: argparse.Namespace) -> None:
     if args.action == "start":
         h = start_cluster(
-            args.size, args.data_dir, ports=_ints(args.ports),
-            controller_ports=_ints(args.controller_ports), timeout=args.timeout, detach=True,
+            args.size, args.data_dir, ports=args.ports,
+            controller_ports=args.controller_ports, timeout=args.timeout, detach=True,
         )  # fmt: skip
         print(f"KAFKA_BOOTSTRAP_SERVERS={h.bootstrap}")
         print(f"pids {h.pids}")
