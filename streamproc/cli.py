@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
-import importlib
 import logging
-import os
 import re
 import signal
 import sys
@@ -37,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import CONFIG_FILE_ENV, Config, ConfigError, settings
+from .engine.loading import TopologyLoadError
+from .engine.loading import load_topology as _load_topology
 from .errors import TopicSetupError
 
 __all__ = ["COMMANDS", "Command", "add_config_arguments", "build_parser", "load_topology", "main"]
@@ -64,45 +64,9 @@ class Command:
 
 
 def load_topology(spec: str) -> Any:
-    """``MODULE[:ATTR]`` -> a Topology (see the module docstring). Modules are found in the current
-    directory first (as ``python -m`` and pytest do), then on ``sys.path``."""
-    from .dsl.topology import Topology
-
-    module_name, _, attr = spec.partition(":")
-    if not module_name:
-        raise UsageError(f"{spec!r} is not MODULE[:ATTR]")
-    if module_name.endswith(".py"):
-        raise UsageError(f"{spec!r} is a file name; give the module name: {module_name[:-3].replace('/', '.')!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            raise UsageError(f"cannot import topology module {module_name!r}: no module {exc.name!r} in the current "
-                             f"directory ({cwd}) or on PYTHONPATH; run from the folder that holds it or add that "
-                             f"folder to PYTHONPATH") from None
-        raise
-    except ImportError as exc:
-        raise UsageError(f"cannot import topology module {module_name!r}: {exc}") from exc
-    if attr:
-        if not hasattr(module, attr):
-            raise UsageError(f"module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(module, attr)
-    elif hasattr(module, "build"):
-        obj = module.build
-    elif hasattr(module, "topology"):
-        obj = module.topology
-    else:
-        raise UsageError(f"module {module_name!r} has neither build() nor a `topology` attribute")
-    if callable(obj) and not isinstance(obj, Topology):
-        obj = obj()
-    if hasattr(obj, "build") and not isinstance(obj, Topology):  # a StreamsBuilder
-        obj = obj.build()
-    if not isinstance(obj, Topology):
-        raise UsageError(f"{spec!r} gave {type(obj).__name__} {obj!r}, not a Topology")
-    return obj
+    """``MODULE[:ATTR]`` -> a Topology, the current directory searched first
+    (:func:`streamproc.engine.loading.load_topology`)."""
+    return _load_topology(spec, search_cwd=True)
 
 
 # ---- config flags -------------------------------------------------------------------------------
@@ -314,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.handler(args))
-    except (UsageError, ConfigError, TopicSetupError) as exc:
+    except (UsageError, ConfigError, TopicSetupError, TopologyLoadError) as exc:
         print(f"streamproc {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

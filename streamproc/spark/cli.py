@@ -87,16 +87,20 @@ def add_reprocess_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_reprocess(args: argparse.Namespace) -> int:
     """Run ``reprocess`` for parsed ``args``; print the summary; return the exit status."""
-    from .job import reprocess
-    from .session import spark_session
+    from .preflight import PreflightError, preflight
     from .sources import parse_input, parse_output
 
     try:
         inputs = [parse_input(s) for s in args.input]
         output = parse_output(args.output)
-    except ValueError as exc:
+        preflight(args.module, inputs, output, args.bootstrap_servers, args.overwrite, args.updates,
+                  args.application_id)
+    except (ValueError, PreflightError) as exc:
         print(f"streamproc reprocess: error: {exc}", file=sys.stderr)
         return 2
+    from .job import reprocess
+    from .session import spark_session
+
     needs_kafka = output.kind == "kafka" or any(s.kind == "kafka" for s in inputs)
     conf = dict(args.conf)
     if not args.quiet:

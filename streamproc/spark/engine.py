@@ -33,13 +33,12 @@ Yielded rows are plain tuples in the order of :data:`OUT_FIELDS`:
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine.loading import load_topology as _load_topology
 from ..errors import ProcessingError, SerializationError
 from ..records import Record
 
@@ -67,38 +66,11 @@ class StagePlan:
 
 
 def load_topology(module: str, extra_path: Iterable[str] = ()) -> Any:
-    """Import ``MODULE[:ATTR]`` and return its topology (cached per process: a Spark Python worker
-    builds it once).
-
-    Without ``:ATTR``: ``module.build()`` or ``module.topology``; with it, that attribute (a
-    Topology, or a callable returning one). Raises ``ValueError`` naming the module when neither
-    exists.
-    """
+    """:func:`streamproc.engine.loading.load_topology` of ``MODULE[:ATTR]``, cached per process (a
+    Spark Python worker builds it once)."""
     topo = _TOPOLOGIES.get(module)
-    if topo is not None:
-        return topo
-    for entry in extra_path:
-        if entry not in sys.path:
-            sys.path.append(entry)
-    name, _, attr = module.partition(":")
-    mod = importlib.import_module(name)
-    if attr:
-        if not hasattr(mod, attr):
-            raise ValueError(f"topology module {name!r} has no attribute {attr!r}")
-        topo = getattr(mod, attr)
-        if callable(topo) and not hasattr(topo, "subtopologies"):
-            topo = topo()
-    elif callable(getattr(mod, "build", None)):
-        topo = mod.build()
-    elif getattr(mod, "topology", None) is not None:
-        topo = mod.topology
-    else:
-        raise ValueError(f"topology module {name!r} has neither a build() function nor a 'topology' attribute")
-    if hasattr(topo, "build") and not hasattr(topo, "subtopologies"):
-        topo = topo.build()  # a StreamsBuilder was returned
-    if not hasattr(topo, "subtopologies"):
-        raise ValueError(f"{module!r} did not give a Topology (got {type(topo).__name__})")
-    _TOPOLOGIES[module] = topo
+    if topo is None:
+        topo = _TOPOLOGIES[module] = _load_topology(module, extra_path)
     return topo
 
 

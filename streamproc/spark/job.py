@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .engine import StagePlan, load_topology, process_rows
 from .ordering import ORDERS
@@ -249,6 +249,40 @@ def _log(msg: str, quiet: bool) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
+class InputPlan(NamedTuple):
+    """What :func:`check_inputs` found: the application id, the stages, the internal topics the
+    stages produce and the external topics the inputs give."""
+
+    app_id: str
+    stages: list[Stage]
+    produced: set[str]
+    external: set[str]
+
+
+def check_inputs(topology: Any, module: str, specs: Sequence[InputSpec],
+                 application_id: str | None = None) -> InputPlan:
+    """The :class:`InputPlan` of ``topology`` when ``specs`` give exactly its external source topics
+    (each once); a ``ValueError`` naming the topics otherwise. The application id defaults to the
+    module's last name. Runs no Spark job."""
+    app_id = application_id or module.partition(":")[0].rsplit(".", 1)[-1]
+    stages = plan_stages(topology, app_id)
+    produced = {t for st in stages for t in st.internal_sinks}
+    sources = {t for st in stages for t in st.source_topics}
+    external = sources - produced
+    given = [s.topic for s in specs]
+    dup = sorted({t for t in given if given.count(t) > 1})
+    if dup:
+        raise ValueError(f"--input given twice for topic(s) {dup}")
+    unknown = sorted(set(given) - external)
+    if unknown:
+        raise ValueError(f"--input topic(s) {unknown} are not external source topics of {module!r}; "
+                         f"it reads {sorted(external)}" + (f" (internal: {sorted(produced)})" if produced else ""))
+    missing = sorted(external - set(given))
+    if missing:
+        raise ValueError(f"source topic(s) {missing} of {module!r} have no --input TOPIC=SOURCE")
+    return InputPlan(app_id, stages, produced, external)
+
+
 def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order: str = "offset",
             bootstrap_servers: str | None = None, encoding: str = "text",
             application_id: str | None = None, repartition_partitions: int | None = None,
@@ -267,22 +301,7 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
         raise ValueError(f"unknown encoding {encoding!r}; choose one of {ENCODINGS}")
     specs = [parse_input(s) if isinstance(s, str) else s for s in inputs]
     topology = load_topology(module)
-    app_id = application_id or module.partition(":")[0].rsplit(".", 1)[-1]
-    stages = plan_stages(topology, app_id)
-    produced = {t for st in stages for t in st.internal_sinks}
-    sources = {t for st in stages for t in st.source_topics}
-    external = sources - produced
-    given = [s.topic for s in specs]
-    dup = sorted({t for t in given if given.count(t) > 1})
-    if dup:
-        raise ValueError(f"--input given twice for topic(s) {dup}")
-    unknown = sorted(set(given) - external)
-    if unknown:
-        raise ValueError(f"--input topic(s) {unknown} are not external source topics of {module!r}; "
-                         f"it reads {sorted(external)}" + (f" (internal: {sorted(produced)})" if produced else ""))
-    missing = sorted(external - set(given))
-    if missing:
-        raise ValueError(f"source topic(s) {missing} of {module!r} have no --input TOPIC=SOURCE")
+    app_id, stages, produced, external = check_inputs(topology, module, specs, application_id)
     tables = table_topics(topology)
     internal_topics = repartition_topics(topology, app_id)
     t0 = time.perf_counter()

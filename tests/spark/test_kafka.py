@@ -87,3 +87,21 @@ async def test_table_written_to_kafka_and_rejects_from_a_kafka_source(spark, kaf
     finally:
         comp.unpersist()
     assert got == expected
+
+
+def test_a_missing_input_topic_is_one_line_before_spark_starts(kafka_bootstrap, tmp_path: Path) -> None:
+    """The real command as a subprocess: status 2 and one line naming the topic and the bootstrap
+    servers; no Spark (no JVM output, no traceback)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    missing = "no-such-clicks-topic"
+    out = subprocess.run([sys.executable, "-m", "streamproc.cli", "reprocess", "topologies.sessions", "--input",
+                          f"clicks=kafka:{missing}", "--bootstrap-servers", kafka_bootstrap, "--output",
+                          str(tmp_path / "out")], cwd=repo, capture_output=True, text=True, timeout=120,
+                         check=False)
+    lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert lines == [f"streamproc reprocess: error: input topic(s) '{missing}' do not exist on {kafka_bootstrap}; "
+                     f"create them or fix --input"], lines[:20]

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from streamproc.cli import COMMANDS, Command, UsageError, build_parser, load_topology, main
+from streamproc.cli import COMMANDS, Command, build_parser, load_topology, main
 from streamproc.dsl.topology import Topology
+from streamproc.engine.loading import TopologyLoadError
 
 
 def test_load_topology_forms() -> None:
     assert isinstance(load_topology("topologies.sessions"), Topology)
     assert isinstance(load_topology("topologies.currency:build"), Topology)
     assert isinstance(load_topology("topologies.currency:topology"), Topology)
-    with pytest.raises(UsageError, match="cannot import topology module 'no_such_module'"):
+    with pytest.raises(TopologyLoadError, match="cannot import topology module 'no_such_module'"):
         load_topology("no_such_module")
-    with pytest.raises(UsageError, match="has no attribute 'nope'"):
+    with pytest.raises(TopologyLoadError, match="has no attribute 'nope'"):
         load_topology("topologies.sessions:nope")
-    with pytest.raises(UsageError, match="gave str"):
+    with pytest.raises(TopologyLoadError, match="gave str"):
         load_topology("topologies.sessions:INPUT")
 
 
