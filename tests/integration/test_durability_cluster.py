@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_durability_faults import harness
+from tests.support.durability import harness
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cluster, pytest.mark.timeout(300)]
 
