@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Benchmark: offline reprocessing on Spark (local[2]) vs the in-process Task path, same data.
 
-    .venv/bin/python scripts/bench/bench_spark.py                      # 1M records, both topologies
-    .venv/bin/python scripts/bench/bench_spark.py --records 200000 --topologies sessions
+    .venv/bin/python -m benchmarks.bench_spark                      # 1M records, both topologies
+    .venv/bin/python -m benchmarks.bench_spark --records 200000 --topologies sessions
 
 For each example topology it generates N records (4 partitions; the generators of
 tests/support/spark.py), writes them as JSON lines, then measures
@@ -27,9 +26,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 from streamproc.spark.job import reprocess
 from streamproc.spark.session import timed_session
