@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 printf '\n== demo ==\n'
-exec "${STREAMPROC_VENV:-.venv}/bin/python" scripts/demo_kafka.py "$@"
+exec "${STREAMPROC_VENV:-.venv}/bin/python" -m scripts.demo_kafka "$@"

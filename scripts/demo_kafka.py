@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The demo behind ``bash scripts/demo.sh``: a real Kafka, sample click data, results printed.
 
 Steps (each prints what it did):
@@ -14,6 +13,8 @@ Steps (each prints what it did):
    TopologyTestDriver computes for the same input (one click per partition at the end, later than
    every session's gap + grace, closes the last sessions);
 5. stop the broker it started and delete its data.
+
+Run from the repository root: ``python -m scripts.demo_kafka [--users N] [--seed S] [--port P]``.
 """
 
 from __future__ import annotations
@@ -28,15 +29,9 @@ import sys
 import time
 import uuid
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE / "kafka"))
-sys.path.insert(0, str(HERE.parent))
-
-import localkafka
-
+from scripts.kafka import localkafka
 from topologies import sessions, wordcount
 
 CLICKS_PARTITIONS = 3

@@ -7,8 +7,8 @@
 #                      check-jsonschema, for tests/unit/test_compose.py)
 #   3. native        : the compiled hot path (Cython, setup.py build_ext --inplace) rebuilt when a
 #                      compiled module's source changed (streamproc runs a stale one from source)
-#   4. kafka jars    : scripts/kafka/localkafka.py install (mvn; no download once cached)
-#   5. spark jars    : scripts/spark/fetch_jars.py (the Spark connector; no download once cached)
+#   4. kafka jars    : python -m scripts.kafka.localkafka install (mvn; no download once cached)
+#   5. spark jars    : python -m scripts.spark.fetch_jars (the Spark connector; no download once cached)
 #   6. kafka-streams : tests/conformance (Kafka Streams jars via mvn, its Java runner via javac)
 #
 # Caches live outside git: $STREAMPROC_CACHE (default ~/.cache/streamproc).
@@ -64,14 +64,14 @@ build_native() {
 
 fetch_kafka_jars() {
   step "kafka jars (Maven Central)"
-  "$VENV/bin/python" scripts/kafka/localkafka.py install
+  "$VENV/bin/python" -m scripts.kafka.localkafka install
 }
 
 # Hook owned by the Spark work: fetch the spark-sql-kafka connector jars for PySpark.
 fetch_spark_jars() {
   if [ -f scripts/spark/fetch_jars.py ]; then
     step "spark kafka-connector jars (Maven Central)"
-    "$VENV/bin/python" scripts/spark/fetch_jars.py
+    "$VENV/bin/python" -m scripts.spark.fetch_jars
   fi
 }
 

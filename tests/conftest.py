@@ -10,7 +10,7 @@ import os
 
 from hypothesis import settings
 
-pytest_plugins = ["tests.fixtures.kafka"]
+pytest_plugins = ["tests.support.kafka_fixtures"]
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile("ci", max_examples=200, deadline=None)

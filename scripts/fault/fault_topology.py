@@ -5,7 +5,7 @@
 - rates -> a versioned table; payments -> re-keyed by currency (a repartition topic) -> left join
   with the table with a grace period (a buffer store plus its progress) -> ``payments_out``.
 
-``streamproc run fault_topology`` takes the topic names from ``FAULT_CLICKS``, ``FAULT_RATES``,
+``streamproc run scripts.fault.fault_topology`` takes the topic names from ``FAULT_CLICKS``, ``FAULT_RATES``,
 ``FAULT_PAYMENTS``, ``FAULT_SESSIONS_OUT`` and ``FAULT_PAYMENTS_OUT``; the harness builds the same
 topology with :func:`build_for` to compute the expected results with the TopologyTestDriver.
 """

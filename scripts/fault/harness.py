@@ -4,19 +4,19 @@ check that nothing was lost (and, under exactly-once, nothing duplicated).
 
 ::
 
-    python scripts/fault/harness.py                      # 200k records, 5 kills, at_least_once and exactly_once_v2
-    python scripts/fault/harness.py --quick              # 30k records, 2 kills
-    python scripts/fault/harness.py --guarantee exactly_once_v2 --records 100000 --kills 3 --seed 4
-    KAFKA_BOOTSTRAP_SERVERS=host:9092 python scripts/fault/harness.py ...   # an existing broker
+    python -m scripts.fault.harness                      # 200k records, 5 kills, at_least_once and exactly_once_v2
+    python -m scripts.fault.harness --quick              # 30k records, 2 kills
+    python -m scripts.fault.harness --guarantee exactly_once_v2 --records 100000 --kills 3 --seed 4
+    KAFKA_BOOTSTRAP_SERVERS=host:9092 python -m scripts.fault.harness ...   # an existing broker
 
 One run (:func:`run_fault_test`), against a real broker (a local one is started when
 ``KAFKA_BOOTSTRAP_SERVERS`` is not set):
 
 1. creates the input topics (``partitions`` each) and produces a versioned ``rates`` table, starts
-   the daemon (``streamproc run fault_topology`` as a subprocess, ``state_dir`` set, commits every
-   ``commit_interval_ms``; it creates its own output, repartition and changelog topics with
-   ``--replication-factor`` and ``--topic-config`` from the config) and waits until it committed the
-   rates (so every payment's join is deterministic);
+   the daemon (``streamproc run scripts.fault.fault_topology`` as a subprocess, ``state_dir`` set,
+   commits every ``commit_interval_ms``; it creates its own output, repartition and changelog topics
+   with ``--replication-factor`` and ``--topic-config`` from the config) and waits until it committed
+   the rates (so every payment's join is deterministic);
 2. produces clicks and payments at a steady rate in the background, and meanwhile ``kills`` times:
    waits a random time (``min_kill_s``..``max_kill_s``, so kills land during startup, restoration,
    processing and commits alike), sends SIGKILL and starts a new daemon at once;
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import random
@@ -58,13 +57,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from scripts.fault import fault_topology
+from scripts.kafka import localkafka
 
-import fault_topology
+REPO = Path(__file__).resolve().parents[2]
+TOPOLOGY_MODULE = fault_topology.__name__
 
 CURRENCIES = [f"C{i:02d}" for i in range(40)]
 
@@ -325,7 +322,7 @@ async def read_all(bootstrap: str, topic: str, isolation_level: str, *, timeout:
 
 
 class Daemon:
-    """``streamproc run fault_topology`` as a subprocess with its stderr in ``workdir/run-<n>.log``."""
+    """``streamproc run scripts.fault.fault_topology`` as a subprocess with its stderr in ``workdir/run-<n>.log``."""
 
     def __init__(self, workdir: Path, bootstrap: str, app_id: str, topics: dict[str, str], cfg: FaultConfig) -> None:
         self.workdir = workdir
@@ -341,12 +338,12 @@ class Daemon:
         script = Path(sys.executable).parent / "streamproc"
         cmd = [str(script)] if script.exists() else [sys.executable, "-m", "streamproc.cli"]
         env = {**os.environ, **{f"FAULT_{k.upper()}": v for k, v in self.topics.items()},
-               "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO), os.environ.get("PYTHONPATH", "")])}
+               "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         log = self.workdir / f"run-{self.runs}.log"
         self.logs.append(log)
         self.runs += 1
         self.proc = subprocess.Popen(
-            [*cmd, "run", "fault_topology", f"--bootstrap-servers={self.bootstrap}",
+            [*cmd, "run", TOPOLOGY_MODULE, f"--bootstrap-servers={self.bootstrap}",
              f"--application-id={self.app_id}", f"--processing-guarantee={self.cfg.guarantee}",
              f"--state-dir={self.workdir / 'state'}", f"--commit-interval-ms={self.cfg.commit_interval_ms}",
              "--consumer-config", "session_timeout_ms=6000", "--consumer-config", "heartbeat_interval_ms=1000",
@@ -677,15 +674,6 @@ def check(report: FaultReport, obs: Observed) -> None:
 # Command line
 
 
-def _load_localkafka() -> Any:
-    spec = importlib.util.spec_from_file_location("streamproc_localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["streamproc_localkafka"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000)
@@ -703,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
     handle = None
     if not bootstrap:
-        handle = _load_localkafka().start_single(timeout=180)
+        handle = localkafka.start_single(timeout=180)
         bootstrap = handle.bootstrap
     ok = True
     try:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Fetch the Spark Kafka connector jars into the streamproc cache (see streamproc/spark/jars.py).
 
-    .venv/bin/python scripts/spark/fetch_jars.py            # idempotent; prints the jar paths
-    STREAMPROC_CACHE=/tmp/c .venv/bin/python scripts/spark/fetch_jars.py
+    .venv/bin/python -m scripts.spark.fetch_jars            # idempotent; prints the jar paths
+    STREAMPROC_CACHE=/tmp/c .venv/bin/python -m scripts.spark.fetch_jars
 """
 
 import sys

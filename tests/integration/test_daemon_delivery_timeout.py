@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, produce, unique_name
 from tests.integration.test_daemon_error_policies import BASE, topology
-from tests.integration.test_daemon_support import committed_offsets, read_topic, running_app, wait_until
+from tests.support.daemon import committed_offsets, read_topic, running_app, wait_until
+from tests.support.kafka import Out, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 

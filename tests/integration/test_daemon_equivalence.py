@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, consume_all, produce, unique_name
-from tests.integration.test_daemon_support import (
+from tests.support.daemon import (
     beginning_offsets,
     committed_offsets,
     decode,
@@ -27,6 +26,7 @@ from tests.integration.test_daemon_support import (
     running_app,
     wait_until,
 )
+from tests.support.kafka import Out, consume_all, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
@@ -81,7 +81,7 @@ async def test_sessions_daemon_equals_driver(kafka_bootstrap: str, topic_factory
     assert app.metrics.value("streamproc_dropped_records_total", reason="late") > 0
     # the final commit covers every input record
     committed = await committed_offsets(kafka_bootstrap, app_id, clicks, PARTITIONS)
-    from tests.fixtures.kafka import end_offsets
+    from tests.support.kafka import end_offsets
 
     assert committed == await end_offsets(kafka_bootstrap, clicks)
 
@@ -120,7 +120,7 @@ async def test_currency_daemon_equals_driver(kafka_bootstrap: str, topic_factory
     import json
     from collections import Counter
 
-    from tests.fixtures.kafka import end_offsets
+    from tests.support.kafka import end_offsets
     from topologies import currency
 
     rates_topic = await topic_factory(PARTITIONS, prefix="rates")

@@ -10,14 +10,14 @@ import pytest
 from streamproc import serde
 from streamproc.dsl import StreamsBuilder
 from streamproc.runtime.app import RecordError
-from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
-from tests.integration.test_daemon_support import (
+from tests.support.daemon import (
     committed_offsets,
     read_topic,
     recent_base_ts,
     running_app,
     wait_until,
 )
+from tests.support.kafka import Out, end_offsets, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

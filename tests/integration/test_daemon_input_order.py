@@ -25,8 +25,8 @@ from streamproc import serde
 from streamproc.dsl import EmitStrategy, JoinWindows, StreamsBuilder, TimeWindows, Topology
 from streamproc.spark.ordering import offset_order
 from streamproc.testing import TopologyTestDriver
-from tests.fixtures.kafka import Out, consume_all, produce, unique_name
-from tests.integration.test_daemon_support import recent_base_ts, running_app, wait_until
+from tests.support.daemon import recent_base_ts, running_app, wait_until
+from tests.support.kafka import Out, consume_all, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, produce, unique_name
-from tests.integration.test_daemon_support import read_topic, running_app, wait_until
+from tests.support.kafka import Out, produce, unique_name
+from tests.support.daemon import read_topic, running_app, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

@@ -19,7 +19,10 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import (
+from tests.integration.test_daemon_sigterm import TOPOLOGY_MODULE, start, wait_exit
+from tests.support.daemon import committed_offsets, recent_base_ts, unreflected
+from tests.support.durability import harness
+from tests.support.kafka import (
     Out,
     create_topic,
     end_offsets,
@@ -28,9 +31,6 @@ from tests.fixtures.kafka import (
     start_or_fail,
     unique_name,
 )
-from tests.integration.durability_support import harness
-from tests.integration.test_daemon_sigterm import TOPOLOGY_MODULE, start, wait_exit
-from tests.integration.test_daemon_support import committed_offsets, recent_base_ts, unreflected
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(420)]
 

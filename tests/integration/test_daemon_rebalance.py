@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 
 from streamproc.dsl import EmitStrategy
-from tests.fixtures.kafka import Out, produce, unique_name
-from tests.integration.test_daemon_support import (
+from tests.support.daemon import (
     committed_offsets,
     read_to_end,
     recent_base_ts,
@@ -22,6 +21,7 @@ from tests.integration.test_daemon_support import (
     unreflected,
     wait_until,
 )
+from tests.support.kafka import Out, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

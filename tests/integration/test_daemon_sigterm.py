@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
-from tests.integration.test_daemon_support import committed_offsets, read_to_end, recent_base_ts, unreflected
+from tests.support.daemon import committed_offsets, read_to_end, recent_base_ts, unreflected
+from tests.support.kafka import Out, end_offsets, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, produce, unique_name
-from tests.integration.test_daemon_support import (
+from tests.support.daemon import (
     decode,
     expected_by_partition,
     read_topic,
     recent_base_ts,
     running_app,
 )
+from tests.support.kafka import Out, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

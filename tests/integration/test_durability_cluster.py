@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, create_topic, kafka_admin, produce, topic_partitions, unique_name
-from tests.integration.test_durability_faults import harness
+from tests.support.durability import harness
+from tests.support.kafka import Out, create_topic, kafka_admin, produce, topic_partitions, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cluster, pytest.mark.timeout(300)]
 

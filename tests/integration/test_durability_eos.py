@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
-from tests.integration.durability_support import read_all, recent_click_stream
-from tests.integration.test_daemon_support import (
+from tests.support.daemon import (
     committed_offsets,
     decode,
     expected_by_partition,
     running_app,
     wait_until,
 )
+from tests.support.durability import read_all, recent_click_stream
+from tests.support.kafka import Out, end_offsets, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.durability_support import harness
+from tests.support.durability import harness
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

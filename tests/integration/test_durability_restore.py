@@ -17,9 +17,9 @@ import pytest
 from streamproc.engine.task import Task, TaskId
 from streamproc.records import Windowed
 from streamproc.runtime.restore import Restorer
-from tests.fixtures.kafka import Out, produce, topic_partitions, unique_name
-from tests.integration.durability_support import topic_configs
-from tests.integration.test_daemon_support import running_app, wait_until
+from tests.support.daemon import running_app, wait_until
+from tests.support.durability import topic_configs
+from tests.support.kafka import Out, produce, topic_partitions, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 

@@ -21,9 +21,9 @@ from streamproc.engine.task import TaskId
 from streamproc.records import Windowed
 from streamproc.runtime.snapshot import read_snapshot, write_snapshot
 from streamproc.stores.changelog_format import session_changelog_key
-from tests.fixtures.kafka import Out, end_offsets, kafka_admin, produce, unique_name
-from tests.integration.durability_support import recent_click_stream, restored_task, store_contents
-from tests.integration.test_daemon_support import committed_offsets, running_app
+from tests.support.daemon import committed_offsets, running_app
+from tests.support.durability import recent_click_stream, restored_task, store_contents
+from tests.support.kafka import Out, end_offsets, kafka_admin, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 

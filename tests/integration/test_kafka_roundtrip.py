@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.fixtures.kafka import (
+from tests.support.kafka import (
     Out,
     consume_all,
     end_offsets,

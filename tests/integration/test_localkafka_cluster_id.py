@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.kafka import localkafka, start_or_fail
+from tests.support.kafka import localkafka, start_or_fail
 
 DASH_FIRST = b"\xf8" + bytes(range(1, 16))  # encodes to "-AECAwQF...": begins with '-'
 

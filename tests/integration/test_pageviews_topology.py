@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from streamproc.engine.partitioning import partition_for
-from tests.fixtures.kafka import Out, end_offsets, produce, unique_name
-from tests.integration.test_daemon_support import committed_offsets, decode, read_topic, running_app
+from tests.support.daemon import committed_offsets, decode, read_topic, running_app
+from tests.support.kafka import Out, end_offsets, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 

@@ -20,8 +20,8 @@ import pytest
 
 from streamproc import serde
 from streamproc.dsl import StreamsBuilder, Topology
-from tests.fixtures.kafka import Out, produce, unique_name
-from tests.integration.test_daemon_support import decode, read_to_end, running_app
+from tests.support.daemon import decode, read_to_end, running_app
+from tests.support.kafka import Out, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

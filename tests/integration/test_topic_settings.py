@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from streamproc.topic_config import TOPIC_CONFIG_NAMES
-from tests.fixtures.kafka import Out, create_topic, kafka_admin, produce, topic_partitions, unique_name
-from tests.integration.durability_support import topic_configs
-from tests.integration.test_daemon_support import committed_offsets, read_to_end, recent_base_ts
+from tests.support.kafka import Out, create_topic, kafka_admin, produce, topic_partitions, unique_name
+from tests.support.durability import topic_configs
+from tests.support.daemon import committed_offsets, read_to_end, recent_base_ts
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -174,7 +174,7 @@ async def test_topics_that_do_not_fit_exit_2_before_any_record(kafka_bootstrap: 
 async def read_to_end_when(bootstrap: str, topic: str, n: int, proc: subprocess.Popen[bytes], log: Path,
                            timeout: float = 60.0) -> list[Any]:
     """Wait until ``topic`` holds ``n`` records (the daemon must stay up), then read them all."""
-    from tests.fixtures.kafka import end_offsets
+    from tests.support.kafka import end_offsets
 
     deadline = time.monotonic() + timeout
     while sum((await end_offsets(bootstrap, topic)).values()) < n:

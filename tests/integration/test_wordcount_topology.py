@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.kafka import Out, produce, unique_name
-from tests.integration.test_daemon_support import decode, read_topic, running_app
 from tests.integration.test_pageviews_topology import _wait_committed
+from tests.support.daemon import decode, read_topic, running_app
+from tests.support.kafka import Out, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 

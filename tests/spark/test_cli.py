@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from streamproc.spark.cli import add_reprocess_parser, main
-
-from .helpers import gen_sessions_input, write_jsonl
+from tests.support.spark import gen_sessions_input, write_jsonl
 
 
 def test_parser_registers_reprocess_with_its_defaults() -> None:

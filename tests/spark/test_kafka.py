@@ -7,12 +7,9 @@ from pathlib import Path
 import pytest
 
 from streamproc.spark.job import compute, reprocess
-from tests.fixtures.kafka import Out as Produce
-from tests.fixtures.kafka import consume_all, produce
-from topologies import currency
-
-from .conftest import spark_records
-from .helpers import (
+from tests.support.kafka import Out as Produce
+from tests.support.kafka import consume_all, produce
+from tests.support.spark import (
     frame_table,
     frame_updates,
     gen_currency_input,
@@ -20,6 +17,9 @@ from .helpers import (
     run_reference,
     write_jsonl,
 )
+from topologies import currency
+
+from .conftest import spark_records
 
 pytestmark = pytest.mark.kafka
 

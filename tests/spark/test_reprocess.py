@@ -15,10 +15,7 @@ import pytest
 
 from streamproc.spark.job import compute, reprocess
 from streamproc.spark.ordering import event_time_order, offset_order
-from topologies import currency, sessions
-
-from .conftest import spark_records
-from .helpers import (
+from tests.support.spark import (
     In,
     decode_with_sink_serdes,
     drive,
@@ -32,6 +29,9 @@ from .helpers import (
     write_jsonl,
     write_parquet,
 )
+from topologies import currency, sessions
+
+from .conftest import spark_records
 
 N = spark_records()
 P = 4

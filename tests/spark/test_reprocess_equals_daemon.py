@@ -29,16 +29,15 @@ from typing import Any
 import pytest
 
 from streamproc.cli import main as streamproc_main
-from tests.fixtures.kafka import Out as Produce
-from tests.fixtures.kafka import end_offsets, produce, unique_name
-from tests.integration.test_daemon_support import (
+from tests.support.daemon import (
     committed_offsets,
     read_to_end,
     recent_base_ts,
     running_app,
 )
-
-from .helpers import In, assign_positions, gen_sessions_input
+from tests.support.kafka import Out as Produce
+from tests.support.kafka import end_offsets, produce, unique_name
+from tests.support.spark import In, assign_positions, gen_sessions_input
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

@@ -3,7 +3,7 @@ as one JSON document, which hot-path modules ran compiled and a digest of every 
 record. ``test_native.py`` runs it twice (compiled, and with ``STREAMPROC_PURE_PYTHON=1``) and
 compares the digests: the compiled hot path must give exactly what its Python source gives.
 
-Usage: ``python tests/unit/native_equivalence_job.py SEED RECORDS``.
+Usage (from the repository root): ``python -m tests.unit.native_equivalence_job SEED RECORDS``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ import hashlib
 import json
 import random
 import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from streamproc import _native
 from streamproc.dsl import EmitStrategy

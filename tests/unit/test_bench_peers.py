@@ -1,19 +1,15 @@
-"""The pure parts of scripts/bench/bench_peers.py: expected outputs, the output check, percentiles,
+"""The pure parts of benchmarks/bench_peers.py (``benchmarks.peers.common``): expected outputs, the output check, percentiles,
 latency triggers, profile folding and the results table. No Kafka, no peer venvs."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts" / "bench"))
-
-from peers import common
-from peers.common import Click, Session
+from benchmarks.peers import common
+from benchmarks.peers.common import Click, Session
 
 GAP = 100
 
@@ -200,7 +196,7 @@ def test_fold_profile() -> None:
 
 
 def test_second_half_rate_from_the_commit_trace() -> None:
-    from peers.kafka_io import Progress
+    from benchmarks.peers.kafka_io import Progress
 
     p = Progress(ready_at=0.0, done_at=10.0, trace=[(1.0, 0), (2.0, 300), (4.0, 500), (6.0, 800), (9.0, 1000)])
     assert p.second_half_rate() == (1000 - 500) / (10.0 - 4.0)

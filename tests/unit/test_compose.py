@@ -155,7 +155,7 @@ def missing_references(compose: dict[str, Any], root: Path) -> list[str]:
 
 
 def _load_localkafka_version() -> str:
-    from tests.fixtures.kafka import localkafka
+    from tests.support.kafka import localkafka
 
     return str(localkafka.KAFKA_VERSION)
 

@@ -12,36 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import importlib.util
 import io
 import re
 import socket
-import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from scripts.kafka import localkafka
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "kafka" / "localkafka.py"
 TIME_WAIT = "06"  # the st column of /proc/net/tcp
 
 
-def _load_localkafka() -> ModuleType:
-    """The script as a module (the name the test fixtures load it under, so both share one copy)."""
-    name = "streamproc_localkafka"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPT)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-localkafka = _load_localkafka()
 
 
 # --------------------------------------------------------------------------------------------

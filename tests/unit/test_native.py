@@ -16,7 +16,7 @@ from streamproc import _native
 from streamproc.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[2]
-JOB = Path(__file__).with_name("native_equivalence_job.py")
+JOB = "tests.unit.native_equivalence_job"  # run with ``python -m`` from the repository root
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
@@ -157,7 +157,7 @@ def _job(seed: int, pure: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k != _native.ENV_PURE}
     if pure:
         env[_native.ENV_PURE] = "1"
-    done = subprocess.run([sys.executable, str(JOB), str(seed), "2500"], env=env, cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", JOB, str(seed), "2500"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

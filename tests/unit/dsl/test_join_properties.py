@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamproc.testing import TopologyTestDriver
+from tests.support.dsl import join_topology
 
-from .helpers import join_topology
 from .reference import JoinReference
 
 # Few keys, no None: lookups older than the history retention and rejected table updates are common.

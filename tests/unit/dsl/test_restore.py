@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from streamproc.dsl import EmitStrategy
 from streamproc.engine.task import Task
 from streamproc.testing import TopologyTestDriver
-
-from .helpers import ADAPTERS, join_topology, session_topology
+from tests.support.dsl import ADAPTERS, join_topology, session_topology
 
 session_inputs = st.lists(
     st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from(["x", "y"]), st.integers(0, 60)),

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamproc.dsl import EmitStrategy
+from tests.support.dsl import ADAPTERS, adapter_functions, run_sessions, session_topology
 
-from .helpers import ADAPTERS, adapter_functions, run_sessions, session_topology
 from .reference import SessionReference
 
 records = st.lists(

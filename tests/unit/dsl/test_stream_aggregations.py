@@ -12,9 +12,8 @@ import pytest
 from streamproc.dsl import Materialized, StreamsBuilder, Topology
 from streamproc.errors import ProcessingError
 from streamproc.testing import TopologyTestDriver
+from tests.support.dsl import ADAPTERS
 from topologies import wordcount
-
-from .helpers import ADAPTERS
 
 Inputs = list[tuple[Any, Any, int]]
 

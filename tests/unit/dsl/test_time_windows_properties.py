@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from streamproc.dsl import EmitStrategy, StreamsBuilder, TimeWindows, Topology
 from streamproc.testing import TopologyTestDriver
+from tests.support.dsl import ADAPTERS, as_tuples
 
-from .helpers import ADAPTERS, as_tuples
 from .window_reference import TimeWindowReference
 
 scattered = st.lists(

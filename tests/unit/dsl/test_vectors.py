@@ -5,8 +5,7 @@ from __future__ import annotations
 from streamproc.dsl import EmitStrategy, SessionWindows, StreamsBuilder
 from streamproc.records import Record, Windowed
 from streamproc.testing import TopologyTestDriver
-
-from .helpers import join_topology
+from tests.support.dsl import join_topology
 
 SESSION_INPUT = [("1", 10), ("1", 15), ("1", 600), ("2", 600), ("2", 599)]
 

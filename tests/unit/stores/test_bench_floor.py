@@ -1,31 +1,14 @@
-"""The hand-written sessionizer that ``scripts/bench/bench_task_path.py`` measures as the floor of the
+"""The hand-written sessionizer that ``benchmarks/bench_task_path.py`` measures as the floor of the
 sessions task path must give exactly the task's output (else the speed ratio compares unequal
 work): same records, same order, over random click streams where sessions extend, merge, close and
 clicks come late."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench" / "bench_task_path.py"
-
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_task_path", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_task_path", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = load_bench()
+from benchmarks import bench_task_path as bench
 
 
 @settings(max_examples=25, deadline=None)

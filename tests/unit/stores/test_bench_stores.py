@@ -1,23 +1,15 @@
-"""A short run of ``scripts/bench/bench_stores.py`` (the CI version of the store benchmark): every
+"""A short run of ``benchmarks/bench_stores.py`` (the CI version of the store benchmark): every
 store and operation is measured next to its dict baseline, the range queries next to the naive
 linear scan, and the growth and memory tables are printed. Asserts the report, not the speed."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench" / "bench_stores.py"
+from benchmarks import bench_stores as module
 
 
 def test_short_run_prints_every_table(capsys) -> None:
-    spec = importlib.util.spec_from_file_location("bench_stores", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_stores", module)
-    spec.loader.exec_module(module)
     assert module.main(["--sizes", "200,2000", "--ops", "300", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     for store, op in [("key_value", "get"), ("window", "fetch (key, 10 windows)"),

@@ -1,6 +1,6 @@
 """Helpers of the durability integration tests (``test_durability_*.py``).
 
-* :func:`harness`: ``scripts/fault/harness.py`` loaded as a module.
+* :func:`harness`: the fault harness module, :mod:`scripts.fault.harness`.
 * :func:`read_all`: every record of a topic (all partitions) up to its end offsets, with a chosen
   isolation level (``read_committed`` for exactly-once outputs and changelogs).
 * :func:`restored_task`: a :class:`Task` whose change-logged stores are rebuilt from what the
@@ -11,29 +11,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from scripts.fault import harness as _harness
 from streamproc.engine.task import Task
 
-__all__ = ["harness", "read_all", "restored_task", "store_contents", "topic_configs"]
-
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["harness", "read_all", "recent_click_stream", "restored_task", "store_contents", "topic_configs"]
 
 
-def harness() -> Any:
-    """``scripts/fault/harness.py`` as a module (loaded once)."""
-    name = "streamproc_fault_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "fault" / "harness.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+def harness() -> ModuleType:
+    """The fault harness module, :mod:`scripts.fault.harness`."""
+    return _harness
 
 
 async def read_all(bootstrap: str, topic: str, *, isolation_level: str = "read_uncommitted",

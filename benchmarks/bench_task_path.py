@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Records/s through the driver-free Task path for the sessions topology, next to a hand-written floor.
 
 The **task path** is what the daemon runs per batch, minus Kafka: ``Task.process`` over a batch of
@@ -34,7 +33,7 @@ and its change-logged store): the current processor against the one of commit ``
 origins were kept; its source read with ``git show`` into a temporary module, its buffer values
 without origins), in the same run, with the ratio.
 
-Usage: ``python scripts/bench/bench_task_path.py [--records N] [--users U] [--batch B] [--repeat R] [--quick]
+Usage: ``python -m benchmarks.bench_task_path [--records N] [--users U] [--batch B] [--repeat R] [--quick]
 [--released-origins]``.
 """
 
@@ -49,7 +48,6 @@ import random
 import resource
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from streamproc.engine.task import Task
@@ -244,19 +242,10 @@ def join_with_grace_topology() -> Any:
 
 
 def _old_table_module() -> Any:
-    import importlib.util
-    import subprocess
+    from benchmarks.harness import module_from_source, source_at
 
-    root = Path(__file__).resolve().parents[2]
-    source = subprocess.run(["git", "-C", str(root), "show", f"{BEFORE_ORIGINS_COMMIT}:streamproc/processors/table.py"],
-                            capture_output=True, text=True, check=True).stdout
-    spec = importlib.util.spec_from_loader(f"streamproc.processors.table_{BEFORE_ORIGINS_COMMIT}", loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "streamproc.processors"
-    sys.modules[spec.name] = module
-    exec(compile(source, f"<table {BEFORE_ORIGINS_COMMIT}>", "exec"), module.__dict__)
-    return module
+    return module_from_source(source_at(BEFORE_ORIGINS_COMMIT, "streamproc/processors/table.py"),
+                              f"table_{BEFORE_ORIGINS_COMMIT}", filename=f"<table {BEFORE_ORIGINS_COMMIT}>")
 
 
 def run_join_task(records: list[Record], batch: int, old: Any = None) -> tuple[float, int, int]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .common import render_table
 
-DOC_BEGIN = "<!-- bench-peers:begin (written by scripts/bench/bench_peers.py --publish) -->"
+DOC_BEGIN = "<!-- bench-peers:begin (written by python -m benchmarks.bench_peers --publish) -->"
 DOC_END = "<!-- bench-peers:end -->"
 CHART_NAME = "bench-peers.png"
 LABELS = {"passthrough": "aiokafka passthrough\n(ceiling)", "streamproc": "streamproc",

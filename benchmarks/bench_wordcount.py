@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Word count (``topologies.wordcount``): sentences/s in-process (Task alone) and on the daemon, with
 the daemon's ratio to an aiokafka passthrough over the same input; peak RSS per phase.
 
@@ -19,6 +18,8 @@ records). Phases:
 
 Broker: ``--bootstrap`` or ``$KAFKA_BOOTSTRAP_SERVERS``; otherwise a local one is started with
 ``scripts/kafka/localkafka.py`` and stopped at the end. ``--quick``: 100 000 sentences.
+
+Run from the repository root: ``python -m benchmarks.bench_wordcount [--quick]``.
 """
 
 from __future__ import annotations
@@ -27,17 +28,22 @@ import argparse
 import asyncio
 import os
 import random
-import sys
 import time
 import uuid
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts" / "bench"))
-
-from phases import create_topics, localkafka, measured, run_in_child
+from benchmarks.harness import (
+    Row,
+    app_running,
+    broker,
+    create_topics,
+    end_offsets,
+    measured,
+    passthrough_until,
+    produce_batched,
+    run_in_child,
+)
 
 PARTITIONS = 4
 VOCABULARY = 5_000
@@ -85,105 +91,34 @@ def _task(n: int) -> dict[str, Any]:
 
 
 
-async def _produce(bootstrap: str, topic: str, n: int) -> dict[str, int]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
+def _rows(topic: str, n: int) -> Iterator[Row]:
     from streamproc.engine.partitioning import partition_for
 
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024, acks="all")
-    await producer.start()
-    try:
-        batches: dict[int, Any] = {}
-        futures = []
-        for i, (key, value, ts) in enumerate(sentences(n)):
-            p = partition_for(key, PARTITIONS) if key is not None else i % PARTITIONS
-            b = batches.get(p)
-            if b is None:
-                b = batches[p] = producer.create_batch()
-            if b.append(key=key, value=value, timestamp=ts) is None:
-                futures.append(await producer.send_batch(b, topic, partition=p))
-                b = batches[p] = producer.create_batch()
-                b.append(key=key, value=value, timestamp=ts)
-        for p, b in batches.items():
-            futures.append(await producer.send_batch(b, topic, partition=p))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        return {str(tp.partition): off for tp, off in (await consumer.end_offsets(tps)).items()}
-    finally:
-        await consumer.stop()
+    for i, (key, value, ts) in enumerate(sentences(n)):
+        yield topic, partition_for(key, PARTITIONS) if key is not None else i % PARTITIONS, key, value, ts
 
 
-async def _passthrough(bootstrap: str, topic: str, ends: dict[str, int], n_words: int) -> dict[str, Any]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
-    sink = f"bench-wc-pass-{uuid.uuid4().hex[:8]}"
-    await create_topics(bootstrap, [sink], PARTITIONS)
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=f"bench-wc-{uuid.uuid4().hex[:8]}",
-                                enable_auto_commit=False, auto_offset_reset="earliest",
-                                max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_wait_ms=100)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-                                max_batch_size=512 * 1024)
-    await producer.start()
-    await consumer.start()
-    want = {TopicPartition(topic, int(p)): e for p, e in ends.items() if e}
-    try:
-        while not consumer.assignment():
-            await consumer.getmany(timeout_ms=100)
-        started = time.perf_counter()
-        done: dict[Any, int] = {}
-        while any(done.get(tp, 0) < e for tp, e in want.items()):
-            batch = await consumer.getmany(timeout_ms=100, max_records=5000)
-            futures = []
-            offsets = {}
-            for tp, records in batch.items():
-                b = producer.create_batch()
-                for r in records:
-                    if b.append(key=r.key, value=r.value, timestamp=r.timestamp, headers=[]) is None:
-                        futures.append(await producer.send_batch(b, sink, partition=tp.partition))
-                        b = producer.create_batch()
-                        b.append(key=r.key, value=r.value, timestamp=r.timestamp, headers=[])
-                futures.append(await producer.send_batch(b, sink, partition=tp.partition))
-                offsets[tp] = records[-1].offset + 1
-            if futures:
-                await asyncio.gather(*futures)
-                await consumer.commit(offsets)
-                done.update(offsets)
-        return {"elapsed": time.perf_counter() - started}
-    finally:
-        await consumer.stop()
-        await producer.stop()
+async def _produce(bootstrap: str, topic: str, n: int) -> dict[Any, int]:
+    await produce_batched(bootstrap, _rows(topic, n))
+    return await end_offsets(bootstrap, [topic], PARTITIONS)
 
 
-async def _daemon(bootstrap: str, topic: str, ends: dict[str, int], n_words: int) -> dict[str, Any]:
+async def _passthrough(bootstrap: str, topic: str, ends: dict[Any, int], n_words: int) -> dict[str, Any]:
+    return {"elapsed": await passthrough_until(bootstrap, [topic], ends, PARTITIONS, name="bench-wc-pass")}
+
+
+async def _daemon(bootstrap: str, topic: str, ends: dict[Any, int], n_words: int) -> dict[str, Any]:
     from streamproc.config import Config
-    from streamproc.runtime.app import StreamApp
     from topologies import wordcount
 
     tag = uuid.uuid4().hex[:8]
     output = f"bench-wc-out-{tag}"
-    app = StreamApp(wordcount.build(input=topic, output=output),
-                    Config(application_id=f"bench-wc-{tag}", bootstrap_servers=bootstrap, commit_interval_ms=500,
-                           log_level="WARNING"))
-    runner = asyncio.create_task(app.run())
-    try:
-        while len(app.tasks.running()) < 2 * PARTITIONS:
-            if runner.done():
-                await runner
-            await asyncio.sleep(0.005)
+    config = Config(application_id=f"bench-wc-{tag}", bootstrap_servers=bootstrap, commit_interval_ms=500,
+                    log_level="WARNING")
+    async with app_running(wordcount.build(input=topic, output=output), config, 2 * PARTITIONS) as run:
         started = time.perf_counter()
-        while app.metrics.value("streamproc_records_out_total", topic=output) < n_words:
-            if runner.done():
-                await runner
-            await asyncio.sleep(0.01)
+        await run.until(lambda: run.app.metrics.value("streamproc_records_out_total", topic=output) >= n_words, 0.01)
         return {"elapsed": time.perf_counter() - started}
-    finally:
-        await app.stop()
-        await runner
 
 
 def _child(phase: str, args: tuple[Any, ...], out: Any) -> None:
@@ -214,21 +149,13 @@ def main() -> None:
     n_words = task["words"]
     print(f"{n:,} sentences, {n_words:,} words (one output record each)")
     rows = [("task (in-process, no Kafka)", task)]
-    handle = None
-    bootstrap = args.bootstrap
-    if not bootstrap:
-        handle = localkafka().start_single(timeout=180)
-        bootstrap = handle.bootstrap
-    try:
+    with broker(args.bootstrap) as bootstrap:
         topic = f"bench-sentences-{uuid.uuid4().hex[:8]}"
         asyncio.run(create_topics(bootstrap, [topic], PARTITIONS))
         ends = run_phase("produce", bootstrap, topic, n)["ends"]
         assert sum(ends.values()) == n, ends
         rows.append(("aiokafka passthrough (ceiling)", run_phase("passthrough", bootstrap, topic, ends, n_words)))
         rows.append(("daemon word count", run_phase("daemon", bootstrap, topic, ends, n_words)))
-    finally:
-        if handle is not None:
-            handle.stop()
     base = rows[1][1]["elapsed"]
     print(f"{'phase':32} {'sentences/s':>12} {'words/s':>10} {'vs passthrough':>15} {'CPU us/sentence':>16} "
           f"{'peak RSS MB':>12}")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """streamproc side by side with Quix Streams, faust-streaming and a raw aiokafka passthrough.
 
 One broker, one input, the peers one after another (each in its own process; Quix and faust in
@@ -37,13 +36,15 @@ Writes ``results.json``, ``results.md`` and ``bench-peers.png`` into ``--out`` (
 ``bench-results/peers``); ``--publish`` also copies the report and chart into ``docs/benchmarks.md``
 and ``docs/img/``. ``--quick`` = small sizes (about 2 minutes). Broker: ``--bootstrap`` or
 ``$KAFKA_BOOTSTRAP_SERVERS``, else a local one (``scripts/kafka/localkafka.py``), stopped at the end.
+
+Run from the repository root: ``python -m benchmarks.bench_peers [--quick] [--peers passthrough,streamproc]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
+import contextlib
 import json
 import os
 import platform
@@ -56,11 +57,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "scripts" / "bench"))
-sys.path.insert(0, str(REPO))
+from benchmarks.harness import broker
+from benchmarks.peers import common, kafka_io, procs, report, venvs
 
-from peers import common, kafka_io, procs, report, venvs
+REPO = Path(__file__).resolve().parents[1]
 
 COMPUTES = {
     "passthrough": "consume → produce, no state",
@@ -70,15 +70,6 @@ COMPUTES = {
     "faust": "per-user session in a Table (no merging)",
 }
 TARGETS = {"quix": 2.0, "quix-key": 2.0, "faust": 5.0}
-
-
-def _localkafka() -> Any:
-    spec = importlib.util.spec_from_file_location("localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["localkafka"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _load() -> str:
@@ -227,7 +218,7 @@ def _versions() -> dict[str, str]:
 
 
 def _inproc(args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [sys.executable, str(REPO / "scripts" / "bench" / "peers" / "inproc.py"), "--records",
+    cmd = [sys.executable, "-m", "benchmarks.peers.inproc", "--records",
            str(args.inproc_records), "--users", str(args.users), "--repeat", str(args.inproc_repeat)]
     p = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True)
     if p.returncode != 0:
@@ -306,15 +297,13 @@ def main(argv: list[str] | None = None) -> int:
            "latency_gap_ms": args.latency_gap_ms, "latency_grace_ms": args.latency_grace_ms,
            "versions": _versions()}
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
-    handle = None
-    bootstrap = args.bootstrap
     rows: dict[str, dict[str, Any]] = {p: {"peer": p, "computes": COMPUTES[p]} for p in peers}
     results: dict[str, Any] = {"env": env}
+    stack = contextlib.ExitStack()
     try:
-        if not bootstrap:
+        if not args.bootstrap:
             _log("starting a local broker")
-            handle = _localkafka().start_single(timeout=180)
-            bootstrap = handle.bootstrap
+        bootstrap = stack.enter_context(broker(args.bootstrap))
         env["broker"] = bootstrap
 
         # 1. throughput
@@ -398,8 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             results["inproc"] = _inproc(args)
             _log(f"  {results['inproc']}")
     finally:
-        if handle is not None:
-            handle.stop()
+        stack.close()
         if os.environ.get("BENCH_KEEP_LOGS"):
             _log(f"peer logs kept in {workdir}")
         else:

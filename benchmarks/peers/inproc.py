@@ -1,20 +1,18 @@
 """In-process comparison without Kafka: prints one JSON line.
 
-Calls ``scripts/bench/bench_task_path.py`` (its ``make_records``, ``run_task`` and ``run_floor``):
+Calls :mod:`benchmarks.bench_task_path` (its ``make_records``, ``run_task`` and ``run_floor``):
 streamproc's sessions ``Task`` path vs a minimal hand-written Python sessionizer over the same
 records, best of ``--repeat`` runs in CPU time.
 
-    python inproc.py --records 1000000 --users 10000 --batch 500 --repeat 3
+    python -m benchmarks.peers.inproc --records 1000000 --users 10000 --batch 500 --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import bench_task_path as b
 
 
 def main() -> None:
@@ -24,8 +22,6 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=500)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    import bench_task_path as b
-
     records = b.make_records(args.records, args.users)
     task_best = floor_best = float("inf")
     outputs = floor_outputs = 0

@@ -3,8 +3,8 @@
 Reproduces Kafka's TestPurgatoryPerformance (the "Purgatory Redesign Proposal" benchmark) on
 asyncio and uvloop, plus a micro-benchmark of timer insert+cancel pairs and a wheel-size sweep.
 
-    .venv/bin/python scripts/bench/bench_purgatory.py            # full run (~9 min on 2 idle cores)
-    .venv/bin/python scripts/bench/bench_purgatory.py --quick    # ~3 min: 100k requests, fewer points
+    .venv/bin/python -m benchmarks.bench_purgatory            # full run (~9 min on 2 idle cores)
+    .venv/bin/python -m benchmarks.bench_purgatory --quick    # ~3 min: 100k requests, fewer points
 
 Designs (each run is its own subprocess so peak RSS is per run):
   wheel      this package: Timer (1 ms tick) driven by one call_at + DelayedOperationPurgatory
@@ -32,22 +32,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-REPO = HERE.parent.parent
+REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench-results"
 
 
 def worker(config_json: str) -> None:
-    from purgatory.harness import run_one
+    from benchmarks.purgatory.performance import run_one
 
     print(json.dumps(run_one(json.loads(config_json))))
 
 
 def run_config(config: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(config)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_purgatory", "--worker", json.dumps(config)],
+                          cwd=REPO, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark run {config} failed:\n{proc.stderr}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -110,7 +107,7 @@ def main() -> None:
     report: dict[str, Any] = {"args": vars(args), "wheel_size": wheel_size}
 
     if not args.skip_micro:
-        from purgatory.micro import run_micro
+        from benchmarks.purgatory.micro import run_micro
 
         report["micro"] = run_micro(micro_pairs, args.micro_live, wheel_sizes, 2)
 

@@ -1,17 +1,16 @@
-#!/usr/bin/env python3
 """Benchmark: offline reprocessing on Spark (local[2]) vs the in-process Task path, same data.
 
-    .venv/bin/python scripts/bench/bench_spark.py                      # 1M records, both topologies
-    .venv/bin/python scripts/bench/bench_spark.py --records 200000 --topologies sessions
+    .venv/bin/python -m benchmarks.bench_spark                      # 1M records, both topologies
+    .venv/bin/python -m benchmarks.bench_spark --records 200000 --topologies sessions
 
 For each example topology it generates N records (4 partitions; the generators of
-tests/spark/helpers.py), writes them as JSON lines, then measures
+tests/support/spark.py), writes them as JSON lines, then measures
 
 - Spark start-up: JVM + SparkContext + first job (reported separately, not in the rates);
 - Spark reprocess: ``streamproc.spark.job.reprocess`` reading the JSON lines, running the
   topology's tasks in the Python workers, writing the table and the update stream as Parquet;
 - the baseline: the same Tasks run in this process, one after the other, in the same order, on
-  already-decoded records (``tests.spark.helpers.run_reference``): what a single daemon core does.
+  already-decoded records (``tests.support.spark.run_reference``): what a single daemon core does.
 
 It prints records/s for each, the Spark/in-process ratio, and peak RSS (this process; children =
 the JVM and the Python workers). Figures depend on the machine's load: run it alone.
@@ -28,12 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
 from streamproc.spark.job import reprocess
 from streamproc.spark.session import timed_session
-from tests.spark.helpers import gen_currency_input, gen_sessions_input, run_reference, write_jsonl
+from tests.support.spark import gen_currency_input, gen_sessions_input, run_reference, write_jsonl
 
 
 def _rss_mib(who: int) -> float:

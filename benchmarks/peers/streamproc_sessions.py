@@ -1,6 +1,6 @@
 """``topologies.sessions`` with the benchmark's topic names, gap and grace, for ``streamproc run``.
 
-The harness runs ``streamproc run peers.streamproc_sessions ...`` with ``PYTHONPATH=scripts/bench``
+The harness runs ``streamproc run benchmarks.peers.streamproc_sessions ...`` with ``PYTHONPATH`` the repository root
 and these environment variables: ``BENCH_INPUT``, ``BENCH_OUTPUT`` (topics), ``BENCH_GAP_MS``,
 ``BENCH_GRACE_MS``. The topology is the example's own ``sessions.build``, unchanged.
 """

@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """Records/s and peak memory of the time-window operators through the Task path (no Kafka).
 
 The **task path** is what the daemon runs per batch, minus Kafka: ``Task.process`` over batches of
@@ -30,7 +29,7 @@ Prints records/s and µs/record (best of ``--repeat`` runs, CPU time of the scen
 outputs and changelog records, the RSS before processing (interpreter + input records) and the peak
 RSS (outputs are counted, not kept, except the 66k emit-on-close records compared with the floor). It asserts no speed; it exits non-zero if the floor's output differs from the task's.
 
-Usage: ``python scripts/bench/bench_windows.py [--records N] [--join-records N] [--buffered 1000,100000]
+Usage: ``python -m benchmarks.bench_windows [--records N] [--join-records N] [--buffered 1000,100000]
 [--repeat R] [--quick] [--only stream-join-rule]`` (``--quick``: 100k records, buffered 1k and 10k, one run).
 """
 
@@ -189,34 +188,17 @@ def run_count_floor(records: list[Any], batch: int, size: int = MIN, grace: int 
 OLD_JOIN_COMMIT = "1081bae"
 
 
-def _join_module_from_source(source: str, name: str) -> Any:
-    """A module ``streamproc.processors.<name>`` made from ``source`` (run from source, never compiled)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_loader(f"streamproc.processors.{name}", loader=None)
-    assert spec is not None
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "streamproc.processors"
-    sys.modules[spec.name] = module
-    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
-    return module
-
-
 def join_processor_variants() -> dict[str, tuple[Any, Any]]:
     """``{label: (processor module, store retention function)}``: the current processor as installed,
     the current one from source, and commit 1081bae's from source."""
-    import subprocess
-    from pathlib import Path
-
+    from benchmarks.harness import REPO, module_from_source, source_at
     from streamproc.dsl import stream_join as dsl_join
     from streamproc.processors import stream_join as current
 
-    root = Path(__file__).resolve().parents[2]
-    new_source = (root / "streamproc" / "processors" / "stream_join.py").read_text()
-    old_source = subprocess.run(["git", "-C", str(root), "show", f"{OLD_JOIN_COMMIT}:streamproc/processors/stream_join.py"],
-                                capture_output=True, text=True, check=True).stdout
-    new = _join_module_from_source(new_source, "stream_join_new_from_source")
-    old = _join_module_from_source(old_source, f"stream_join_{OLD_JOIN_COMMIT}")
+    new_source = (REPO / "streamproc" / "processors" / "stream_join.py").read_text()
+    old_source = source_at(OLD_JOIN_COMMIT, "streamproc/processors/stream_join.py")
+    new = module_from_source(new_source, "stream_join_new_from_source")
+    old = module_from_source(old_source, f"stream_join_{OLD_JOIN_COMMIT}")
 
     def old_retention(w: Any) -> int:
         return max(w.before_ms, w.after_ms) + w.grace_ms + 1

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
+
+from benchmarks import harness
 
 from .common import Click
 
@@ -20,50 +22,18 @@ TOPIC_CONFIGS = {"retention.ms": "-1"}
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, partitions, 1, topic_configs=dict(TOPIC_CONFIGS))])
-        for _ in range(200):
-            described = await admin.describe_topics([name])
-            if described and described[0]["error_code"] == 0 and len(described[0]["partitions"]) == partitions:
-                return
-            await asyncio.sleep(0.05)
-        raise RuntimeError(f"topic {name} not visible with {partitions} partitions after 10 s")
-    finally:
-        await admin.close()
+    """``name`` with ``partitions`` partitions and :data:`TOPIC_CONFIGS`, waited for."""
+    await harness.create_topics(bootstrap, [name], partitions, TOPIC_CONFIGS)
 
 
 async def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-        return {tp.partition: off for tp, off in ends.items()}
-    finally:
-        await consumer.stop()
+    """``{partition: end offset}`` of ``topic``."""
+    return {tp.partition: off for tp, off in (await harness.end_offsets(bootstrap, [topic], partitions)).items()}
 
 
 async def produce_all(bootstrap: str, topic: str, clicks: Sequence[Click]) -> None:
     """Write ``clicks`` in order, each to its own partition, as whole producer batches."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024, acks="all")
-    await producer.start()
-    try:
-        batches: dict[int, Any] = {}
-        futures = []
-        for c in clicks:
-            b = batches.get(c.partition)
-            if b is None:
-                b = batches[c.partition] = producer.create_batch()
-            if b.append(key=c.key, value=c.value, timestamp=c.ts) is None:
-                futures.append(await producer.send_batch(b, topic, partition=c.partition))
-                b = batches[c.partition] = producer.create_batch()
-                b.append(key=c.key, value=c.value, timestamp=c.ts)
-        for p, b in batches.items():
-            futures.append(await producer.send_batch(b, topic, partition=p))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
+    await harness.produce_batched(bootstrap, ((topic, c.partition, c.key, c.value, c.ts) for c in clicks))
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any
 from . import venvs
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[2]
+REPO = HERE.parents[1]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -53,13 +53,13 @@ def command(run: PeerRun) -> tuple[list[str], dict[str, str]]:
     env: dict[str, str] = {}
     if run.peer == "streamproc":
         exe = str(Path(sys.executable).parent / "streamproc")
-        env = {"PYTHONPATH": str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        env = {"PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                "BENCH_INPUT": run.source, "BENCH_OUTPUT": run.sink,
                "BENCH_GAP_MS": str(run.gap_ms), "BENCH_GRACE_MS": str(run.grace_ms)}
-        return [exe, "run", "peers.streamproc_sessions", "--bootstrap-servers", run.bootstrap,
+        return [exe, "run", "benchmarks.peers.streamproc_sessions", "--bootstrap-servers", run.bootstrap,
                 "--application-id", run.group, "--commit-interval-ms", "1000", "--log-level", "WARNING"], env
     if run.peer == "passthrough":
-        return [sys.executable, str(HERE / "passthrough.py"), "--bootstrap", run.bootstrap, "--group", run.group,
+        return [sys.executable, "-m", "benchmarks.peers.passthrough", "--bootstrap", run.bootstrap, "--group", run.group,
                 "--input", run.source, "--output", run.sink], env
     if run.peer in ("quix", "quix-key"):
         state = run.workdir / f"quix-state-{run.group}"

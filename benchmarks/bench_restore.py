@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Restoration speed against a real broker.
 
 1. **Restore rate** (changelog records/s) of the daemon's restore path (``Restorer``: a consumer
@@ -17,13 +16,14 @@
 
 Broker: ``$KAFKA_BOOTSTRAP_SERVERS`` or a local one started (and stopped) here. ``--quick``: 100k
 entries. Prints the load average, since figures are noisy on a shared machine.
+
+Run from the repository root: ``python -m benchmarks.bench_restore [--quick] [--entries N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import os
 import shutil
 import sys
@@ -33,57 +33,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-
-def _localkafka() -> Any:
-    spec = importlib.util.spec_from_file_location("localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["localkafka"] = module
-    spec.loader.exec_module(module)
-    return module
+from benchmarks.harness import broker, create_topics, produce_batched
 
 
 async def create_topic(bootstrap: str, name: str, configs: dict[str, str] | None = None) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, 1, 1, topic_configs=dict(configs or {}))])
-        for _ in range(300):
-            described = await admin.describe_topics([name])
-            if described and described[0]["error_code"] == 0 and described[0]["partitions"] and \
-                    described[0]["partitions"][0]["leader"] >= 0:
-                return
-            await asyncio.sleep(0.1)
-        raise TimeoutError(name)
-    finally:
-        await admin.close()
+    """A one-partition topic with ``configs``, its partition led."""
+    await create_topics(bootstrap, [name], 1, configs, timeout=30.0)
 
 
 async def produce_records(bootstrap: str, topic: str, records: list[Any]) -> float:
     """Send ``ChangelogRecord`` s to partition 0 in producer batches; return seconds."""
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=1024 * 1024)
-    await producer.start()
-    t0 = time.perf_counter()
-    try:
-        futures = []
-        batch = producer.create_batch()
-        for r in records:
-            if batch.append(key=r.key, value=r.value, timestamp=r.timestamp) is None:
-                futures.append(await producer.send_batch(batch, topic, partition=0))
-                batch = producer.create_batch()
-                batch.append(key=r.key, value=r.value, timestamp=r.timestamp)
-        futures.append(await producer.send_batch(batch, topic, partition=0))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-    return time.perf_counter() - t0
+    return await produce_batched(bootstrap, ((topic, 0, r.key, r.value, r.timestamp) for r in records),
+                                 linger_ms=5, max_batch_size=1024 * 1024)
 
 
 def session_records(n: int, store: Any, updates: int = 1) -> list[Any]:
@@ -231,17 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="100k entries")
     args = ap.parse_args(argv)
     entries = 100_000 if args.quick else args.entries
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    handle = None
-    if not bootstrap:
-        os.environ.setdefault("KAFKA_HEAP_OPTS", "-Xmx1g -Xms512m")
-        handle = _localkafka().start_single(timeout=180)
-        bootstrap = handle.bootstrap
-    try:
+    with broker(os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip(), heap_opts="-Xmx1g -Xms512m",
+                stop_grace=5.0) as bootstrap:
         asyncio.run(main_async(bootstrap, entries))
-    finally:
-        if handle is not None:
-            handle.stop(grace=5.0)
     return 0
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """End-to-end throughput of the daemon (sessions topology) next to a raw aiokafka passthrough.
 
 Both run against the same real broker, in the same run, each in its own process (so CPU time and
@@ -24,6 +23,8 @@ samples) and the top streamproc functions (inclusive samples).
 
 Broker: ``--bootstrap`` or ``$KAFKA_BOOTSTRAP_SERVERS``; otherwise a local one is started with
 ``scripts/kafka/localkafka.py`` and stopped at the end.
+
+Run from the repository root: ``python -m benchmarks.bench_daemon [--quick] [--users 5000,500] ...``.
 """
 
 from __future__ import annotations
@@ -32,183 +33,89 @@ import argparse
 import asyncio
 import collections
 import gc
-import importlib.util
 import json
-import multiprocessing as mp
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from benchmarks.harness import (
+    Row,
+    app_running,
+    broker,
+    create_topics,
+    end_offsets,
+    measured,
+    passthrough_until,
+    produce_batched,
+    run_in_child,
+)
+
 PARTITIONS = 8
 
 
-def _localkafka() -> Any:
-    spec = importlib.util.spec_from_file_location("localkafka", REPO / "scripts" / "kafka" / "localkafka.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["localkafka"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-async def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(name, partitions, 1)])
-        for _ in range(100):
-            described = await admin.describe_topics([name])
-            if described and described[0]["error_code"] == 0 and len(described[0]["partitions"]) == partitions:
-                return
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
-
-
-async def _produce_input(bootstrap: str, topic: str, n: int, users: int = 5000) -> dict[int, int]:
-    """``n`` clicks of ``users`` users, event time 1 s apart (sessions close all along the run);
-    returns end offsets. 5000 users: a user clicks every ~83 min on average, so most sessions
-    hold one or two clicks and nearly every input yields an output (the heavy case); 500 users:
-    every ~8 min, ~30 clicks per session."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-
+def _input_rows(topic: str, n: int, users: int) -> Iterator[Row]:
     from streamproc.engine.partitioning import partition_for
 
     rng = random.Random(1)
     # recent event times: the broker deletes records by their timestamps (retention.ms) and Kafka 4
     # rejects timestamps more than an hour ahead
     base = (int(time.time()) - 3_600 - n) * 1_000
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, max_batch_size=512 * 1024, acks="all")
-    await producer.start()
-    try:
-        batches: dict[int, Any] = {}
-        futures = []
-        for i in range(n):
-            key = f"user-{rng.randrange(users):05d}".encode()
-            value = json.dumps({"page": f"/p/{rng.randrange(100)}", "ref": "bench"}).encode()
-            p = partition_for(key, PARTITIONS)
-            b = batches.get(p)
-            if b is None:
-                b = batches[p] = producer.create_batch()
-            if b.append(key=key, value=value, timestamp=base + i * 1_000) is None:
-                futures.append(await producer.send_batch(b, topic, partition=p))
-                b = batches[p] = producer.create_batch()
-                b.append(key=key, value=value, timestamp=base + i * 1_000)
-        for p, b in batches.items():
-            futures.append(await producer.send_batch(b, topic, partition=p))
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
-    await consumer.start()
-    try:
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
-        return {tp.partition: off for tp, off in ends.items()}
-    finally:
-        await consumer.stop()
+    for i in range(n):
+        key = f"user-{rng.randrange(users):05d}".encode()
+        value = json.dumps({"page": f"/p/{rng.randrange(100)}", "ref": "bench"}).encode()
+        yield topic, partition_for(key, PARTITIONS), key, value, base + i * 1_000
+
+
+async def _produce_input(bootstrap: str, topic: str, n: int, users: int = 5000) -> dict[Any, int]:
+    """``n`` clicks of ``users`` users, event time 1 s apart (sessions close all along the run);
+    returns end offsets. 5000 users: a user clicks every ~83 min on average, so most sessions
+    hold one or two clicks and nearly every input yields an output (the heavy case); 500 users:
+    every ~8 min, ~30 clicks per session."""
+    await produce_batched(bootstrap, _input_rows(topic, n, users))
+    return await end_offsets(bootstrap, [topic], PARTITIONS)
 
 
 # ---- phases (each in a child process) ----------------------------------------------------------
 
 
-async def _passthrough(bootstrap: str, source: str, ends: dict[int, int]) -> float:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    sink = f"bench-pass-{uuid.uuid4().hex[:8]}"
-    await _create_topic(bootstrap, sink, PARTITIONS)
-    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"bench-pass-{uuid.uuid4().hex[:8]}",
-                                enable_auto_commit=False, auto_offset_reset="earliest",
-                                max_partition_fetch_bytes=4 * 1024 * 1024, fetch_max_wait_ms=100)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
-                                max_batch_size=512 * 1024)
-    await producer.start()
-    await consumer.start()
-    try:
-        while not consumer.assignment():
-            await consumer.getmany(timeout_ms=100)
-        started = time.perf_counter()
-        done: dict[int, int] = {}
-        total = sum(ends.values())
-        seen = 0
-        while seen < total:
-            batch = await consumer.getmany(timeout_ms=100, max_records=5000)
-            futures = []
-            offsets = {}
-            for tp, records in batch.items():
-                b = producer.create_batch()
-                for r in records:
-                    if b.append(key=r.key, value=r.value, timestamp=r.timestamp, headers=list(r.headers)) is None:
-                        futures.append(await producer.send_batch(b, sink, partition=tp.partition))
-                        b = producer.create_batch()
-                        b.append(key=r.key, value=r.value, timestamp=r.timestamp, headers=list(r.headers))
-                futures.append(await producer.send_batch(b, sink, partition=tp.partition))
-                offsets[tp] = records[-1].offset + 1
-                seen += len(records)
-            if futures:
-                await asyncio.gather(*futures)
-                await consumer.commit(offsets)
-                done.update({tp.partition: o for tp, o in offsets.items()})
-        elapsed = time.perf_counter() - started
-        assert all(done.get(p, 0) >= e for p, e in ends.items() if e), (done, ends)
-        return elapsed
-    finally:
-        await consumer.stop()
-        await producer.stop()
+async def _passthrough(bootstrap: str, source: str, ends: dict[Any, int]) -> float:
+    return await passthrough_until(bootstrap, [source], ends, PARTITIONS)
 
 
-async def _daemon(bootstrap: str, source: str, ends: dict[int, int]) -> float:
-    from aiokafka import TopicPartition
-
+async def _daemon(bootstrap: str, source: str, ends: dict[Any, int]) -> float:
     from streamproc.config import Config
-    from streamproc.runtime.app import StreamApp
     from topologies import sessions
 
     topology = sessions.build(input=source, output=f"bench-sessions-{uuid.uuid4().hex[:8]}")
-    app = StreamApp(topology, Config(application_id=f"bench-daemon-{uuid.uuid4().hex[:8]}",
-                                             bootstrap_servers=bootstrap, commit_interval_ms=500,
-                                             log_level="WARNING"))
-    runner = asyncio.create_task(app.run())
-    want = {TopicPartition(source, p): e for p, e in ends.items() if e}
-    try:
-        while len(app.tasks.running()) < PARTITIONS:
-            if runner.done():
-                await runner
-            await asyncio.sleep(0.005)
+    config = Config(application_id=f"bench-daemon-{uuid.uuid4().hex[:8]}", bootstrap_servers=bootstrap,
+                    commit_interval_ms=500, log_level="WARNING")
+    want = {tp: e for tp, e in ends.items() if e}
+    async with app_running(topology, config, PARTITIONS) as run:
+        app = run.app
         started = time.perf_counter()
         tracker = app.acks.tracker
-        while any((tracker.begun_until(tp) or 0) < e for tp, e in want.items()):
-            if runner.done():
-                await runner
-            await asyncio.sleep(0.002)
+        await run.until(lambda: all((tracker.begun_until(tp) or 0) >= e for tp, e in want.items()), 0.002)
         # every input processed: commit now (as the passthrough does after its last batch) rather
         # than idle until the next commit_interval_ms tick, which would time the interval, not the work
         async with app.lock:
             await app.committer.commit_locked("bench-end")
         while any(app.committer.committed.get(tp, 0) < e for tp, e in want.items()):
-            if runner.done():
-                await runner
+            await run.check()
             await asyncio.sleep(0.002)
             async with app.lock:
                 await app.committer.commit_locked("bench-end")
         return time.perf_counter() - started
-    finally:
-        await app.stop()
-        await runner
 
 
-async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float:
+async def _task_only(bootstrap: str, source: str, ends: dict[Any, int]) -> float:
     """The sessions Task alone over the same records (read first, untimed): the processing cost
     without any Kafka I/O, i.e. what the daemon could reach with free I/O."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -218,9 +125,9 @@ async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
     await consumer.start()
-    by_partition: dict[int, list[Any]] = {p: [] for p in ends}
+    by_partition: dict[int, list[Any]] = {tp.partition: [] for tp in ends}
     try:
-        consumer.assign([TopicPartition(source, p) for p in ends])
+        consumer.assign([TopicPartition(source, p) for p in by_partition])
         await consumer.seek_to_beginning()
         while sum(len(v) for v in by_partition.values()) < sum(ends.values()):
             for tp, records in (await consumer.getmany(timeout_ms=200, max_records=10_000)).items():
@@ -245,27 +152,17 @@ async def _task_only(bootstrap: str, source: str, ends: dict[int, int]) -> float
     return time.perf_counter() - started
 
 
-def _child(phase: str, bootstrap: str, source: str, ends: dict[int, int], out: Any) -> None:
+def _child(phase: str, args: tuple[Any, ...], out: Any) -> None:
     if phase == "daemon-source":  # the same daemon with the hot path run from its Python source
         os.environ["STREAMPROC_PURE_PYTHON"] = "1"
     import uvloop
 
     fn = {"passthrough": _passthrough, "daemon": _daemon, "daemon-source": _daemon, "task": _task_only}[phase]
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    elapsed = uvloop.run(fn(bootstrap, source, ends))
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    out.put({"elapsed": elapsed, "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-             "rss_mb": after.ru_maxrss / 1024})
+    out.put(measured(lambda: {"elapsed": uvloop.run(fn(*args))}))
 
 
-def run_phase(phase: str, bootstrap: str, source: str, ends: dict[int, int]) -> dict[str, float]:
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    p = ctx.Process(target=_child, args=(phase, bootstrap, source, ends, q))
-    p.start()
-    result = q.get(timeout=1800)
-    p.join()
-    return result
+def run_phase(phase: str, bootstrap: str, source: str, ends: dict[Any, int]) -> dict[str, float]:
+    return run_in_child(_child, phase, (bootstrap, source, ends))
 
 
 def _function(frame: str) -> str:
@@ -274,7 +171,7 @@ def _function(frame: str) -> str:
     return f"{name} ({where.rsplit(':', 1)[0]})" if where else name
 
 
-def profile_daemon(bootstrap: str, source: str, ends: dict[int, int], top: int = 15) -> None:
+def profile_daemon(bootstrap: str, source: str, ends: dict[Any, int], top: int = 15) -> None:
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(pyspy).exists():
         print("py-spy not installed: skipping the profile (pip install py-spy)")
@@ -283,7 +180,8 @@ def profile_daemon(bootstrap: str, source: str, ends: dict[int, int], top: int =
     # compiled modules run no Python frames: py-spy then also reads the native stacks (their symbols)
     native = ["--native"] if "compiled" in _native_status().values() else []
     cmd = [pyspy, "record", "--format", "raw", "--rate", "200", "--output", str(raw), *native, "--",
-           sys.executable, __file__, "--phase-daemon", bootstrap, source, json.dumps(ends)]
+           sys.executable, "-m", __spec__.name, "--phase-daemon", bootstrap, source,
+           json.dumps({tp.partition: e for tp, e in ends.items()})]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     self_samples: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
@@ -308,8 +206,11 @@ def profile_daemon(bootstrap: str, source: str, ends: dict[int, int], top: int =
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--phase-daemon":  # the profiled child
         import uvloop
+        from aiokafka import TopicPartition
 
-        uvloop.run(_daemon(sys.argv[2], sys.argv[3], {int(k): v for k, v in json.loads(sys.argv[4]).items()}))
+        source = sys.argv[3]
+        uvloop.run(_daemon(sys.argv[2], source, {TopicPartition(source, int(k)): v
+                                                 for k, v in json.loads(sys.argv[4]).items()}))
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
@@ -327,13 +228,8 @@ def main() -> None:
     if args.quick:
         args.records = 30_000
     shapes = [5000, 2000, 1000, 500] if args.sweep else [int(u) for u in args.users.split(",")]
-    handle = None
-    bootstrap = args.bootstrap
-    if not bootstrap:
-        handle = _localkafka().start_single(timeout=180)
-        bootstrap = handle.bootstrap
     summary = []
-    try:
+    with broker(args.bootstrap) as bootstrap:
         for users in shapes:
             summary.append(run_shape(bootstrap, args.records, users, args.profile, args.repeat))
         if len(summary) > 1:
@@ -342,9 +238,6 @@ def main() -> None:
             for users, cps, base_rate, daemon_rate, cpu_us, ratio in summary:
                 print(f"{users:6} {cps:15.1f} {base_rate:18,.0f} {daemon_rate:13,.0f} "
                       f"{ratio:6.2f} {cpu_us:18.1f}")
-    finally:
-        if handle is not None:
-            handle.stop()
 
 
 def clicks_per_session(n: int, users: int) -> float:
@@ -373,7 +266,7 @@ def _best(runs: list[dict[str, float]]) -> dict[str, float]:
 def run_shape(bootstrap: str, records: int, users: int, profile: bool,
               repeat: int = 1) -> tuple[int, float, float, float, float, float]:
     source = f"bench-clicks-{uuid.uuid4().hex[:8]}"
-    asyncio.run(_create_topic(bootstrap, source, PARTITIONS))
+    asyncio.run(create_topics(bootstrap, [source], PARTITIONS))
     t = time.perf_counter()
     ends = asyncio.run(_produce_input(bootstrap, source, records, users))
     cps = clicks_per_session(records, users)

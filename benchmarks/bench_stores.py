@@ -1,4 +1,3 @@
-#!/usr/bin/env python
 """How the in-memory stores' point and range operations grow with the number of live entries.
 
 For each store and operation the script measures µs/op at 10k, 100k and 1M live entries (default
@@ -35,7 +34,7 @@ still do, through the shared caches: report the load with ``uptime``).
 Last: the peak memory of each store per 1M entries (tracemalloc; keys and values are allocated
 before tracing, so the figure is the store's own structure).
 
-Usage: ``python scripts/bench/bench_stores.py [--quick] [--sizes 10000,100000] [--ops N] [--repeat R]
+Usage: ``python -m benchmarks.bench_stores [--quick] [--sizes 10000,100000] [--ops N] [--repeat R]
 [--patterns uniform,hot] [--no-memory]``.
 """
 

@@ -1,4 +1,4 @@
-"""Helpers of the daemon integration tests (``test_daemon_*.py``), and checks of the helpers.
+"""Helpers of the daemon integration tests (``test_daemon_*.py`` and others that run the daemon).
 
 * :func:`running_app`: a :class:`StreamApp` running in the test's loop, stopped on exit (its
   fatal error, if any, re-raised).
@@ -22,7 +22,8 @@ from streamproc.engine.partitioning import partition_for
 from streamproc.runtime.app import StreamApp
 from streamproc.testing import TopologyTestDriver
 
-__all__ = ["committed_offsets", "decode", "expected_by_partition", "recent_base_ts", "running_app", "wait_until"]
+__all__ = ["beginning_offsets", "committed_offsets", "decode", "expected_by_partition", "read_to_end", "read_topic",
+           "recent_base_ts", "running_app", "unreflected", "wait_until"]
 
 
 def recent_base_ts(span_ms: int, margin_ms: int = 3_600_000) -> int:
@@ -96,7 +97,7 @@ async def beginning_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     """The log start offset of every partition of ``topic`` (moved by retention or DeleteRecords)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from tests.fixtures.kafka import topic_partitions
+    from tests.support.kafka import topic_partitions
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
@@ -120,21 +121,6 @@ async def committed_offsets(bootstrap: str, group: str, topic: str, partitions: 
         return out
     finally:
         await consumer.stop()
-
-
-def test_expected_by_partition_splits_by_key_partition() -> None:
-    """The per-partition expectation runs each key's records through its partition's driver only."""
-    from topologies import sessions
-
-    gap = sessions.GAP_MS
-    inputs = [("clicks", "u1", {"page": "/"}, 1_000), ("clicks", "u2", {"page": "/"}, 2_000),
-              ("clicks", "u1", {"page": "/"}, 1_000 + 10 * gap)]
-    got = expected_by_partition(sessions.build, inputs, sessions.OUTPUT, 8)
-    p1, p2 = partition_for(b"u1", 8), partition_for(b"u2", 8)
-    assert p1 != p2
-    # u1's second click closes u1's first session in u1's partition; u2's partition never advances
-    assert got[p1] == [("u1", {"user": "u1", "start": 1_000, "end": 1_000, "clicks": 1, "duration_ms": 0}, 1_000)]
-    assert got[p2] == []
 
 
 async def read_topic(bootstrap: str, topic: str, expected: int, timeout: float, idle: float = 0.0) -> list[Any]:
@@ -171,7 +157,7 @@ async def read_topic(bootstrap: str, topic: str, expected: int, timeout: float, 
 
 async def read_to_end(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Any]:
     """Every record of ``topic`` up to its end offsets as of the call."""
-    from tests.fixtures.kafka import end_offsets
+    from tests.support.kafka import end_offsets
 
     ends = await end_offsets(bootstrap, topic)
     return await read_topic(bootstrap, topic, sum(ends.values()), timeout)

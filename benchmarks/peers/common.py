@@ -103,7 +103,7 @@ def generate_clicks(n: int, users: int, partitions: int, partitioner: Callable[[
     Event time advances by 0..400 ms per click (so each of 10k users clicks about every 33 min and
     sessions of 30 min gap form, grow and close); a ``jitter`` share of the clicks is moved back by
     up to 2 minutes (out of order, never late for a grace >= 2 min). Same distribution as
-    ``scripts/bench/bench_task_path.py``; deterministic for a seed.
+    ``benchmarks/bench_task_path.py``; deterministic for a seed.
     """
     if n < 0 or users <= 0 or partitions <= 0:
         raise ValueError(f"need n >= 0, users > 0, partitions > 0; got n={n}, users={users}, "

@@ -1,0 +1,1 @@
+"""Parts of ``benchmarks.bench_purgatory``: the TestPurgatoryPerformance port (``performance``), the old design, the micro-benchmarks."""

@@ -1,1 +1,0 @@
-"""Helpers of scripts/bench/bench_purgatory.py (harness, old design, micro-benchmarks)."""

@@ -1,0 +1,1 @@
+"""Spark helpers: :mod:`scripts.spark.fetch_jars` fetches the Kafka connector jars."""
