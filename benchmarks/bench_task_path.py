@@ -251,16 +251,19 @@ def _old_table_module() -> Any:
 def run_join_task(records: list[Record], batch: int, old: Any = None) -> tuple[float, int, int]:
     """``(CPU seconds, outputs, changelog records)`` of the join-with-grace topology through one Task;
     ``old``: the table module of commit 4b95a6c, swapped into the DSL while the task is built."""
-    from streamproc.dsl import kstream
+    from streamproc.dsl import join_graph
     from streamproc.engine.task import Task
 
-    saved = kstream.StreamTableJoinProcessor, kstream.buffered_value_serde
+    def old_processor(*args: Any, timestamped: bool = False, **kwargs: Any) -> Any:
+        return old.StreamTableJoinProcessor(*args, **kwargs)  # that version's tables never hold timestamps
+
+    saved = join_graph.StreamTableJoinProcessor, join_graph.buffered_value_serde
     if old is not None:
-        kstream.StreamTableJoinProcessor, kstream.buffered_value_serde = old.StreamTableJoinProcessor, lambda s: s
+        join_graph.StreamTableJoinProcessor, join_graph.buffered_value_serde = old_processor, lambda s: s
     try:
         task = Task(join_with_grace_topology(), 0, 0, "bench")
     finally:
-        kstream.StreamTableJoinProcessor, kstream.buffered_value_serde = saved
+        join_graph.StreamTableJoinProcessor, join_graph.buffered_value_serde = saved
     stores = list(task.stores.values())
     outputs = changelog = 0
     gc.collect()

@@ -192,7 +192,7 @@ def join_processor_variants() -> dict[str, tuple[Any, Any]]:
     """``{label: (processor module, store retention function)}``: the current processor as installed,
     the current one from source, and commit 1081bae's from source."""
     from benchmarks.harness import REPO, module_from_source, source_at
-    from streamproc.dsl import stream_join as dsl_join
+    from streamproc.dsl import join_graph as dsl_join
     from streamproc.processors import stream_join as current
 
     new_source = (REPO / "streamproc" / "processors" / "stream_join.py").read_text()
@@ -212,7 +212,7 @@ def run_join_variant(variant: tuple[Any, Any], diff: int, kind: str, records: li
                      batch: int) -> tuple[float, int, int]:
     """``run_task`` of the join topology built with ``variant``'s processor class, unmatched-store
     serde and retention (the DSL module's names are swapped while the topology is built and run)."""
-    from streamproc.dsl import stream_join as dsl_join
+    from streamproc.dsl import join_graph as dsl_join
 
     module, retention = variant
     names = ("StreamStreamJoinProcessor", "unmatched_value_serde", "join_store_retention")

@@ -36,7 +36,7 @@ from .task import TimerTask, TimerTaskList
 
 __all__ = ["DEFAULT_WHEEL_SIZE", "Timer"]
 
-#: Default buckets per wheel. Measured with scripts/bench/bench_purgatory.py (see docs/purgatory.md):
+#: Default buckets per wheel. Measured with benchmarks/bench_purgatory.py (see docs/purgatory.md):
 #: larger wheels avoid Python-level cascades; with 1 ms ticks 256-1024 are the fastest group, and 512
 #: was fastest or within ~10 % of it for 200 ms and 1-30 s delays (20, Kafka's value, costs 2-40 % more
 #: per insert+cancel pair and 50-95 % more per expiry, because of cascades).
