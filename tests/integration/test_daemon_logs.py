@@ -5,20 +5,18 @@ partition from its assignment."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.daemon import exit_code, read_topic, running_app, streamproc_command, wait_until
 from tests.support.kafka import Out, produce, unique_name
-from tests.support.daemon import read_topic, running_app, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -46,28 +44,14 @@ def build():
 '''
 
 
-def _cli() -> list[str]:
-    script = Path(sys.executable).parent / "streamproc"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "streamproc.cli"]
-
-
 def _start(tmp_path: Path, module: str, bootstrap: str, source: str, sink: str, log: Path,
            *flags: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "LOGS_TEST_INPUT": source, "LOGS_TEST_OUTPUT": sink,
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     env = {k: v for k, v in env.items() if not k.startswith("STREAMPROC_") or k in ("STREAMPROC_CACHE",)}
-    return subprocess.Popen([*_cli(), "run", module, f"--bootstrap-servers={bootstrap}",
+    return subprocess.Popen([*streamproc_command(), "run", module, f"--bootstrap-servers={bootstrap}",
                              f"--application-id={unique_name('logs')}", "--commit-interval-ms=300", *flags],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
-
-
-async def _wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
-    for _ in range(int(timeout * 10)):
-        if proc.poll() is not None:
-            return proc.returncode
-        await asyncio.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"the daemon did not exit within {timeout} s")
 
 
 async def test_a_clean_start_logs_no_error_and_progress_lines_while_records_flow(
@@ -86,7 +70,7 @@ async def test_a_clean_start_logs_no_error_and_progress_lines_while_records_flow
         assert out, log.read_text()[-3000:]
         await wait_until(lambda: "progress: " in log.read_text(), 60, "a progress line")
         proc.send_signal(signal.SIGTERM)
-        rc = await _wait_exit(proc, 60)
+        rc = await exit_code(proc, log, 60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -110,7 +94,7 @@ async def test_a_user_function_that_raises_ends_the_daemon_with_one_error_line(
     log = tmp_path / "fatal.log"
     proc = _start(tmp_path, "logs_failing", kafka_bootstrap, source, sink, log)
     try:
-        rc = await _wait_exit(proc, 90)
+        rc = await exit_code(proc, log, 90)
     finally:
         if proc.poll() is None:
             proc.kill()

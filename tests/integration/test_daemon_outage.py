@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_daemon_sigterm import TOPOLOGY_MODULE, start, wait_exit
-from tests.support.daemon import committed_offsets, recent_base_ts, unreflected
+from tests.integration.test_daemon_sigterm import TOPOLOGY_MODULE, start
+from tests.support.daemon import committed_offsets, exit_code, recent_base_ts, unreflected
 from tests.support.durability import harness
 from tests.support.kafka import (
     Out,
@@ -73,7 +73,7 @@ async def test_sigterm_while_the_broker_is_down(own_broker: Any, tmp_path: Path,
         await asyncio.sleep(4)
         assert proc.poll() is None, "the daemon must ride out the outage until told to stop"
         proc.send_signal(signal.SIGTERM)
-        rc = await wait_exit(proc, SHUTDOWN_MS / 1000 + 2)  # within shutdown_timeout_ms (+ process exit)
+        rc = await exit_code(proc, log, SHUTDOWN_MS / 1000 + 2)  # within shutdown_timeout_ms (+ process exit)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -98,7 +98,7 @@ async def test_sigterm_while_the_broker_is_down(own_broker: Any, tmp_path: Path,
                 break
             await asyncio.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
-        rc = await wait_exit(proc, 60)
+        rc = await exit_code(proc, log2, 60)
     finally:
         if proc.poll() is None:
             proc.kill()

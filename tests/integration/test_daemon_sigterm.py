@@ -9,13 +9,19 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.daemon import committed_offsets, read_to_end, recent_base_ts, unreflected
+from tests.support.daemon import (
+    committed_offsets,
+    exit_code,
+    read_to_end,
+    recent_base_ts,
+    streamproc_command,
+    unreflected,
+)
 from tests.support.kafka import Out, end_offsets, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -38,11 +44,6 @@ def build():
 '''
 
 
-def cli() -> list[str]:
-    script = Path(sys.executable).parent / "streamproc"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "streamproc.cli"]
-
-
 def start(tmp_path: Path, bootstrap: str, group: str, source: str, sink: str, log: Path,
           **settings: Any) -> subprocess.Popen[bytes]:
     """``streamproc run`` of the test topology; ``settings`` become ``--flag=value`` options."""
@@ -51,18 +52,9 @@ def start(tmp_path: Path, bootstrap: str, group: str, source: str, sink: str, lo
            "STREAMPROC_COMMIT_INTERVAL_MS": "300"}
     flags = [f"--{name.replace('_', '-')}={value}" for name, value in settings.items()]
     return subprocess.Popen(
-        [*cli(), "run", "sigterm_topology", f"--bootstrap-servers={bootstrap}", f"--application-id={group}",
+        [*streamproc_command(), "run", "sigterm_topology", f"--bootstrap-servers={bootstrap}", f"--application-id={group}",
          "--max-poll-records", "200", "--log-level", "info", *flags],
         env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
-
-
-async def wait_exit(proc: subprocess.Popen[bytes], timeout: float) -> int:
-    for _ in range(int(timeout * 10)):
-        if proc.poll() is not None:
-            return proc.returncode
-        await asyncio.sleep(0.1)
-    proc.kill()
-    raise AssertionError(f"the daemon did not exit within {timeout} s of SIGTERM")
 
 
 async def test_sigterm_then_restart_reflects_every_input(kafka_bootstrap: str, topic_factory: Any,
@@ -95,7 +87,7 @@ async def test_sigterm_then_restart_reflects_every_input(kafka_bootstrap: str, t
             await asyncio.sleep(0.1)
         producing = asyncio.ensure_future(produce_chunk(k))
         proc.send_signal(signal.SIGTERM)  # mid-stream: input is still arriving
-        rc = await wait_exit(proc, 60)
+        rc = await exit_code(proc, first_log, 60)
         await producing
         k += 1
     finally:
@@ -120,7 +112,7 @@ async def test_sigterm_then_restart_reflects_every_input(kafka_bootstrap: str, t
                 break
             await asyncio.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
-        rc = await wait_exit(proc, 60)
+        rc = await exit_code(proc, second_log, 60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -142,7 +134,7 @@ async def test_fatal_error_exits_1_with_one_line(kafka_bootstrap: str, tmp_path:
     log = tmp_path / "fatal.log"
     proc = start(tmp_path, kafka_bootstrap, unique_name("fatal"), missing, unique_name("out"), log)
     try:
-        rc = await wait_exit(proc, 60)
+        rc = await exit_code(proc, log, 60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.daemon import exit_code
 from tests.support.durability import harness
 from tests.support.kafka import Out, create_topic, kafka_admin, produce, topic_partitions, unique_name
 
@@ -121,16 +122,6 @@ async def wait_log(proc: subprocess.Popen[bytes], log: Path, pattern: str, timeo
         if time.monotonic() > deadline:
             raise AssertionError(f"{pattern!r} not logged after {timeout} s:\n{log.read_text()}")
         await asyncio.sleep(0.1)
-
-
-async def exit_code(proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> int:
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"the daemon did not exit within {timeout} s:\n{log.read_text()}")
-        await asyncio.sleep(0.1)
-    return proc.returncode
 
 
 async def test_topics_created_with_the_asked_replication_once_a_down_broker_returns(

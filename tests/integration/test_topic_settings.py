@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from streamproc.topic_config import TOPIC_CONFIG_NAMES
-from tests.support.kafka import Out, create_topic, kafka_admin, produce, topic_partitions, unique_name
+from tests.support.daemon import committed_offsets, exit_code, read_to_end, recent_base_ts
 from tests.support.durability import topic_configs
-from tests.support.daemon import committed_offsets, read_to_end, recent_base_ts
+from tests.support.kafka import Out, create_topic, kafka_admin, produce, topic_partitions, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(180)]
 
@@ -61,16 +61,6 @@ def run_cli(tmp_path: Path, bootstrap: str, app: str, source: str, sink: str, na
          "--commit-interval-ms=200", "--loop=asyncio", *flags],
         env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     return proc, log
-
-
-async def exit_code(proc: subprocess.Popen[bytes], log: Path, timeout: float = 60.0) -> int:
-    deadline = time.monotonic() + timeout
-    while proc.poll() is None:
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"the daemon did not exit within {timeout} s:\n{log.read_text()}")
-        await asyncio.sleep(0.1)
-    return proc.returncode
 
 
 async def existing(bootstrap: str, names: list[str]) -> list[str]:

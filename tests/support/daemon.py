@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
+from scripts.fault.harness import committed_offsets
 from streamproc.config import Config
 from streamproc.engine.partitioning import partition_for
 from streamproc.runtime.app import StreamApp
 from streamproc.testing import TopologyTestDriver
 
-__all__ = ["beginning_offsets", "committed_offsets", "decode", "expected_by_partition", "read_to_end", "read_topic",
-           "recent_base_ts", "running_app", "unreflected", "wait_until"]
+__all__ = ["beginning_offsets", "committed_offsets", "decode", "exit_code", "expected_by_partition", "read_to_end", "read_topic",
+           "recent_base_ts", "running_app", "streamproc_command", "unreflected", "wait_until"]
 
 
 def recent_base_ts(span_ms: int, margin_ms: int = 3_600_000) -> int:
@@ -108,19 +112,23 @@ async def beginning_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
-async def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+def streamproc_command() -> list[str]:
+    """The ``streamproc`` command of this interpreter (its console script, else ``python -m``)."""
+    script = Path(sys.executable).parent / "streamproc"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "streamproc.cli"]
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        out = {}
-        for p in range(partitions):
-            off = await consumer.committed(TopicPartition(topic, p))
-            out[p] = -1 if off is None else off
-        return out
-    finally:
-        await consumer.stop()
+
+async def exit_code(proc: subprocess.Popen[bytes], log: Path | None = None, timeout: float = 60.0) -> int:
+    """The exit status of the daemon process ``proc`` once it exits; killed and an AssertionError
+    (with the end of its ``log``) when it has not exited within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            proc.kill()
+            tail = log.read_text()[-3000:] if log is not None else ""
+            raise AssertionError(f"the daemon did not exit within {timeout} s\n{tail}")
+        await asyncio.sleep(0.1)
+    return proc.returncode
 
 
 async def read_topic(bootstrap: str, topic: str, expected: int, timeout: float, idle: float = 0.0) -> list[Any]:
