@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..engine.loading import TopologyLoadError, load_topology
@@ -49,7 +50,9 @@ def missing_kafka_topics(bootstrap_servers: str, topics: Sequence[str]) -> list[
     """The ``topics`` that do not exist on the cluster at ``bootstrap_servers``; a
     :class:`PreflightError` when the cluster cannot be reached."""
     try:
-        existing = asyncio.run(_topics(bootstrap_servers))
+        # in a thread of its own: the caller may itself run in an event loop (a notebook, a test)
+        with ThreadPoolExecutor(1) as pool:
+            existing = pool.submit(asyncio.run, _topics(bootstrap_servers)).result()
     except Exception as exc:  # noqa: BLE001 - any failure to reach the cluster is reported the same way
         raise PreflightError(f"cannot reach Kafka at {bootstrap_servers} to read input topics "
                              f"({type(exc).__name__}: {exc}); check --bootstrap-servers") from None

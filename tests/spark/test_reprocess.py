@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from streamproc.engine.loading import TopologyLoadError
 from streamproc.spark.job import compute, reprocess
 from streamproc.spark.ordering import event_time_order, offset_order
 from tests.support.spark import (
@@ -272,7 +273,7 @@ def test_bad_requests_fail_before_any_job(spark, tmp_path: Path) -> None:
         compute(spark, "topologies.sessions", ["clicks"], quiet=True)
     with pytest.raises(ValueError, match="no file or directory matches"):
         compute(spark, "topologies.sessions", [f"clicks={tmp_path / 'missing.jsonl'}"], quiet=True)
-    with pytest.raises(ModuleNotFoundError):
+    with pytest.raises(TopologyLoadError, match="no module 'topologies.no_such_module'"):
         compute(spark, "topologies.no_such_module", [f"clicks={path}"], quiet=True)
 
 
