@@ -10,6 +10,8 @@
 #   4. kafka jars    : python -m scripts.kafka.localkafka install (mvn; no download once cached)
 #   5. spark jars    : python -m scripts.spark.fetch_jars (the Spark connector; no download once cached)
 #   6. kafka-streams : tests/conformance (Kafka Streams jars via mvn, its Java runner via javac)
+#   7. mermaid       : python -m tests.support.mermaid install (Mermaid's parser, npm; for
+#                      tests/unit/test_describe_mermaid.py; no download once cached)
 #
 # Caches live outside git: $STREAMPROC_CACHE (default ~/.cache/streamproc).
 set -euo pipefail
@@ -82,9 +84,16 @@ fetch_kafka_streams_conformance() {
   "$VENV/bin/python" -m tests.conformance.kafka_streams install
 }
 
+# Mermaid's own parser (npm) for the describe --format mermaid test.
+fetch_mermaid() {
+  step "mermaid parser (npm)"
+  "$VENV/bin/python" -m tests.support.mermaid install
+}
+
 setup_venv
 install_package
 build_native
 fetch_kafka_jars
 fetch_spark_jars
 fetch_kafka_streams_conformance
+fetch_mermaid
