@@ -8,7 +8,14 @@ import os
 
 import pytest
 
-from streamproc import JoinWindows, KeyValueStoreBuilder, SessionWindows, StreamsBuilder, TimeWindows, UserProcessor
+from streamproc import (
+    JoinWindows,
+    KeyValueStoreBuilder,
+    SessionWindows,
+    StreamsBuilder,
+    TimeWindows,
+    UserProcessor,
+)
 from streamproc.cli import main
 from tests.support import mermaid
 
