@@ -192,12 +192,16 @@ _CLIENT_CHOICES: dict[str, tuple[Any, ...]] = {
 }
 #: Client arguments that are numbers although aiokafka's default is None.
 _CLIENT_OPTIONAL_INTS = {"rebalance_timeout_ms", "max_poll_records"}
+#: Client arguments that are Python objects although aiokafka's default is None.
+_CLIENT_OBJECTS = {"ssl_context", "sasl_oauth_token_provider"}
 
 
 def _check_client_value(key: str, value: Any, default: Any) -> None:
     """A ``_Bad`` naming what ``value`` of client argument ``key`` must be, judged by aiokafka's
     default for it (a bool, an int, a str, one of a few choices); arguments that are objects (an
     SSL context, a partitioner...) cannot come from a setting."""
+    if key in _CLIENT_OBJECTS:
+        raise _Bad("is a Python object in aiokafka: it cannot be set from a setting")
     if key in _CLIENT_CHOICES:
         if value not in _CLIENT_CHOICES[key]:
             raise _Bad(f"must be one of {', '.join(repr(c) for c in _CLIENT_CHOICES[key])}")
@@ -243,8 +247,14 @@ def _overrides(client: str) -> Callable[[Any], dict[str, Any]]:
         for raw_key, raw_val in items:
             key = str(raw_key).strip().replace(".", "_").replace("-", "_")
             if key not in known:
-                raise _Bad(f"unknown {client} setting {raw_key!r} (aiokafka {client} arguments: "
-                           f"{', '.join(sorted(known))})")
+                settable = sorted(k for k, default in known.items()
+                                  if k not in _RESERVED[client] and k not in _CLIENT_OBJECTS
+                                  and (default is None or isinstance(default, (bool, int, float, str))
+                                       or k in _CLIENT_CHOICES))
+                close = difflib.get_close_matches(key, settable, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise _Bad(f"unknown {client} setting {raw_key!r}; {hint}(aiokafka {client} arguments that can be "
+                           f"set: {', '.join(settable)})")
             if key in _RESERVED[client]:
                 raise _Bad(f"{client} setting {raw_key!r} is managed by streamproc and cannot be overridden")
             value = _override_value(raw_val) if isinstance(raw_val, str) else raw_val

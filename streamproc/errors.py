@@ -8,7 +8,14 @@ class StreamprocError(Exception):
 
 
 class SerializationError(StreamprocError, ValueError):
-    """A serde could not turn a value into bytes or bytes into a value."""
+    """A serde could not turn a value into bytes or bytes into a value.
+
+    ``reason`` is the message without the record's position, when a source added it.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = message if reason is None else reason
 
 
 class TopologyError(StreamprocError, ValueError):

@@ -719,6 +719,11 @@ def _start(
                     f"{root} belongs to a running Kafka (pids {running}); stop it first "
                     f"(bash scripts/kafka/stop.sh --data-dir {root})"
                 )
+        if root.exists() and any(root.iterdir()) and not any(root.glob("node-*")):
+            raise KafkaStartError(
+                f"{root} is not empty and holds no local Kafka (no node-* directories): it is never wiped; "
+                f"give --data-dir a new or empty directory, or one a previous start used"
+            )
         shutil.rmtree(root, ignore_errors=True)
         owns = True  # formatted here, so stop() removes it
     root.mkdir(parents=True, exist_ok=True)
@@ -788,7 +793,8 @@ def start_single(
     """Format and start one combined broker+controller; free ports are picked when None.
 
     ``overrides`` are extra/replacement ``server.properties`` entries. Returns once the broker
-    answers a Metadata request. ``data_dir`` is wiped and formatted (default: a new temp dir).
+    answers a Metadata request. ``data_dir`` is wiped and formatted when it is empty or a previous
+    start's (a non-empty directory without ``node-*`` is refused); default: a new temp dir.
     ``detach=False`` (default) keeps the JVM in the caller's process group, so killing the
     caller's group (Ctrl-C, a CI job kill) takes the broker with it; the CLI detaches.
     """
@@ -966,7 +972,8 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument(
         "--data-dir", type=Path, default=single, metavar="DIR",
-        help=f"broker data, configs, logs and pid file; wiped first; default %(default)s "
+        help=f"broker data, configs, logs and pid file; wiped first when it is a previous start's (any "
+        f"other non-empty directory is refused); default %(default)s "
         f"({data_env.format(kind='single')})",
     )  # fmt: skip
     p.add_argument(
@@ -1061,7 +1068,8 @@ def main(argv: Iterable[str] | None = None) -> int:
                 args.port, args.data_dir, controller_port=args.controller_port, timeout=args.timeout, detach=True
             )
             print(f"KAFKA_BOOTSTRAP_SERVERS={h.bootstrap}")
-            print(f"pids {h.pids}; stop with: bash scripts/kafka/stop.sh --data-dir {h.data_dir}")
+            print(f"pids {h.pids}; stop with: bash {REPO / 'scripts' / 'kafka' / 'stop.sh'} "
+                  f"--data-dir {Path(h.data_dir).resolve()}")
         elif args.cmd == "stop":
             dirs = [args.data_dir] if args.data_dir else [_default_dir("single"), _default_dir("cluster")]
             for d in dirs:

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 
 from ..dsl.topology import Topology
 from ..errors import StreamprocError
@@ -26,14 +27,19 @@ class TopologyLoadError(StreamprocError, ValueError):
 
 def load_topology(spec: str, extra_path: Iterable[str] = (), search_cwd: bool = False) -> Topology:
     """The :class:`Topology` that ``spec`` (``MODULE[:ATTR]``) names; ``extra_path`` entries are
-    appended to ``sys.path`` first. Raises :class:`TopologyLoadError`; an exception raised by the
-    user's module itself while it is imported or built propagates unchanged."""
+    appended to ``sys.path`` first. Raises :class:`TopologyLoadError`, also when the user's module
+    raises while it is imported or builds its topology (the message names the user's file and line;
+    the original exception is its ``__cause__``)."""
     module_name, _, attr = spec.partition(":")
     if not module_name:
         raise TopologyLoadError(f"{spec!r} is not MODULE[:ATTR]")
     if module_name.endswith(".py"):
-        raise TopologyLoadError(f"{spec!r} is a file name; give the module name: "
-                                f"{module_name[:-3].replace('/', '.')!r}")
+        path = Path(module_name)
+        if path.parent != Path("."):
+            raise TopologyLoadError(f"{spec!r} is a file path; give a module name: run from its folder "
+                                    f"(cd {path.parent.resolve()}) with {path.stem!r}, or add that folder to "
+                                    f"PYTHONPATH")
+        raise TopologyLoadError(f"{spec!r} is a file name; give the module name: {path.stem!r}")
     for entry in extra_path:
         if entry not in sys.path:
             sys.path.append(entry)
@@ -48,7 +54,14 @@ def load_topology(spec: str, extra_path: Iterable[str] = (), search_cwd: bool = 
             raise TopologyLoadError(f"cannot import topology module {module_name!r}: no module {exc.name!r} "
                                     f"{where}; run from the folder that holds it or add that folder to "
                                     f"PYTHONPATH") from None
-        raise
+        raise TopologyLoadError(f"topology module {module_name!r} failed to import{_at(exc)}: "
+                                f"{type(exc).__name__}: {exc}") from exc
+    except SyntaxError as exc:
+        raise TopologyLoadError(f"topology module {module_name!r} has a syntax error at {exc.filename}:{exc.lineno}: "
+                                f"{exc.msg}") from None
+    except Exception as exc:
+        raise TopologyLoadError(f"topology module {module_name!r} raised while it was imported{_at(exc)}: "
+                                f"{type(exc).__name__}: {exc}") from exc
     if attr:
         if not hasattr(module, attr):
             raise TopologyLoadError(f"module {module_name!r} has no attribute {attr!r}")
@@ -59,10 +72,32 @@ def load_topology(spec: str, extra_path: Iterable[str] = (), search_cwd: bool = 
         obj = module.topology
     else:
         raise TopologyLoadError(f"module {module_name!r} has neither build() nor a `topology` attribute")
-    if callable(obj) and not isinstance(obj, Topology):
-        obj = obj()
-    if hasattr(obj, "build") and not isinstance(obj, Topology):  # a StreamsBuilder
-        obj = obj.build()
+    try:
+        if callable(obj) and not isinstance(obj, Topology):
+            obj = obj()
+        if hasattr(obj, "build") and not isinstance(obj, Topology):  # a StreamsBuilder
+            obj = obj.build()
+    except Exception as exc:
+        raise TopologyLoadError(f"building the topology of {spec!r} failed{_at(exc)}: {type(exc).__name__}: "
+                                f"{exc}") from exc
     if not isinstance(obj, Topology):
         raise TopologyLoadError(f"{spec!r} gave {type(obj).__name__} {obj!r}, not a Topology")
     return obj
+
+
+#: The directory of the streamproc package: frames outside it (and outside the import machinery) are the user's.
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
+
+
+def _at(exc: BaseException) -> str:
+    """`` at file:line`` of the last frame of ``exc``'s traceback in the user's code (not in
+    streamproc, not in the import machinery), relative to the current directory when below it."""
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename
+        if not path.startswith(_PACKAGE_DIR) and not path.startswith("<"):
+            shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+            where = f" at {shown}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where

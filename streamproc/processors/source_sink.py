@@ -62,7 +62,8 @@ class SourceProcessor(Processor):
                 topic = getattr(record, "topic", None)
                 partition = getattr(record, "partition", None)
                 offset = getattr(record, "offset", None)
-                raise SerializationError(f"{exc} (record at {topic}[{partition}]@{offset})") from exc
+                raise SerializationError(f"{exc} (record at {topic}[{partition}]@{offset})",
+                                         reason=exc.reason) from exc
         self.forward(key, value, record.timestamp)
 
 

@@ -61,7 +61,7 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from ..config import Config
 from ..engine.error_policy import ErrorPolicy, RecordError, Stage, classify, dead_letter_headers
 from ..engine.task import Task
-from ..errors import ProcessingError, StreamprocError, TopicSetupError
+from ..errors import StreamprocError, TopicSetupError
 from .acks import InputProgress
 from .client_logs import limit_client_logs
 from .commit import AtLeastOnceCommit, CommitMode, CommitSequence, TransactionalCommit
@@ -353,8 +353,11 @@ class StreamApp(Service):
                                         repartition_topics=st.repartition_topics, changelog_topics=changelogs,
                                         key_serdes=key_serdes))
         uses_dlq = ErrorPolicy.DEAD_LETTER in self._error_policy.values()
-        plan = plan_topics(subs, existing, changelog_configs, cfg.dead_letter_topic if uses_dlq else None,
-                           changelog_stores)
+        try:
+            plan = plan_topics(subs, existing, changelog_configs, cfg.dead_letter_topic if uses_dlq else None,
+                               changelog_stores)
+        except TopicSetupError as exc:
+            raise TopicSetupError(f"{exc} (cluster at {cfg.bootstrap_servers})") from None
         problems: list[str] = []
         try:
             apply_topic_config(plan, cfg.topic_config)
@@ -470,7 +473,7 @@ class StreamApp(Service):
             "before this version kept positions)"
         if released:
             where += f", released from a join buffer while {tp.topic}[{tp.partition}] was processed"
-        reason = exc.reason if isinstance(exc, ProcessingError) else str(exc)  # the position is named once
+        reason = getattr(exc, "reason", None) or str(exc)  # without the position: it is named once, here
         if policy is ErrorPolicy.FAIL:
             setting = f"{stage.value}_error_policy"
             raise RecordError(

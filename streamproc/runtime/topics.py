@@ -113,7 +113,8 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
     ``changelog_configs``: changelog topic -> the topic configs its store needs (all required).
     ``changelog_stores``: changelog topic -> its store, as messages name it.
 
-    Raises :class:`TopologyError` for sources that do not exist or are not co-partitioned. Existing
+    Raises :class:`TopicSetupError` for sources that do not exist (the CLI exits 2) and
+    :class:`TopologyError` for sources that are not co-partitioned. Existing
     internal topics with wrong partition counts are not raised here: :func:`check_existing_topics`
     reports them with the other problems of existing topics.
     """
@@ -153,7 +154,7 @@ def plan_topics(subtopologies: Iterable[Any], existing: Mapping[str, int],
             known = {t: count_of(t) for t in sorted(st.source_topics)}
             missing = [t for t, c in known.items() if c is None and not writers.get(t)]
             if missing:
-                raise TopologyError(
+                raise TopicSetupError(
                     f"source topic(s) {', '.join(repr(t) for t in missing)} of sub-topology {sid} do not exist; "
                     f"create them first (the daemon creates only the topics it writes)")
             if any(c is None for c in known.values()):

@@ -94,9 +94,10 @@ async def test_fail(kafka_bootstrap: str, topic_factory: Any) -> None:
     source, sink, meta = await setup(kafka_bootstrap, topic_factory)
     app_id = unique_name("fail")
     with pytest.raises(RecordError, match=rf"deserialization error on record {source}\[0\]@{meta[5].offset}.*"
-                                          r"deserialization_error_policy=fail"):
+                                          r"deserialization_error_policy=fail") as info:
         async with running_app(topology(source, sink), kafka_bootstrap, app_id) as app:
             await wait_until(lambda: app.fatal is not None, 60, "the app to fail")
+    assert str(info.value).count(f"{source}[0]@{meta[5].offset}") == 1, str(info.value)  # the position, once
     # the bad record's offset was not committed: a restart meets it again
     committed = (await committed_offsets(kafka_bootstrap, app_id, source, 1))[0]
     assert committed <= meta[5].offset

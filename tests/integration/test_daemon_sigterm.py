@@ -126,9 +126,9 @@ async def test_sigterm_then_restart_reflects_every_input(kafka_bootstrap: str, t
     assert all(json.loads(r.value)["clicks"] >= 1 for r in outputs)
 
 
-async def test_fatal_error_exits_1_with_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
-    """A fatal error (here: the source topic does not exist) ends the process with status 1 and a
-    one-line report naming the cause."""
+async def test_a_missing_source_topic_exits_2_with_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """A source topic that does not exist is a usage error: status 2 and one line naming the topic and
+    the cluster, no traceback."""
     (tmp_path / "sigterm_topology.py").write_text(TOPOLOGY_MODULE)
     missing = unique_name("no-such-topic")
     log = tmp_path / "fatal.log"
@@ -139,6 +139,7 @@ async def test_fatal_error_exits_1_with_one_line(kafka_bootstrap: str, tmp_path:
         if proc.poll() is None:
             proc.kill()
     text = log.read_text()
-    assert rc == 1, text[-3000:]
-    assert re.search(rf"streamproc stopped on a fatal error: TopologyError: source topic\(s\) '{missing}'", text), \
-        text[-3000:]
+    assert rc == 2, text[-3000:]
+    assert re.search(rf"streamproc run: error: source topic\(s\) '{missing}' of sub-topology 0 do not exist; "
+                     rf"create them first .*\(cluster at {re.escape(kafka_bootstrap)}\)", text), text[-3000:]
+    assert "Traceback" not in text and " ERROR " not in text

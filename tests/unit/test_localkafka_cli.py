@@ -257,3 +257,12 @@ def test_a_bad_port_list_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
         localkafka.main(["cluster", "start", "--ports", "9092,x"])
     assert exit_info.value.code == 2
     assert "'9092,x' is not a comma-separated list of port numbers" in capsys.readouterr().err
+
+
+def test_start_never_wipes_a_directory_that_is_not_a_local_kafka(tmp_path: Path) -> None:
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("keep me")
+    with pytest.raises(localkafka.KafkaStartError, match="is not empty and holds no local Kafka"):
+        localkafka.start_single(localkafka.free_port(), data_dir=precious, timeout=5, quiet=True)
+    assert (precious / "notes.txt").read_text() == "keep me"

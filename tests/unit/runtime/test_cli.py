@@ -117,3 +117,29 @@ def test_unknown_topic_config_exits_2_before_start(capsys: pytest.CaptureFixture
     assert "topic_config (from flag --topic-config): unknown Kafka topic config 'retention.mss'; did you mean " \
            "'retention.ms'" in err
     assert "Traceback" not in err
+
+
+def test_errors_in_the_users_module_are_one_line_naming_file_and_line(tmp_path, monkeypatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "broken_dep.py").write_text("import nonexistent_pkg_for_test\n")
+    (tmp_path / "broken_syntax.py").write_text("def build(:\n")
+    (tmp_path / "broken_build.py").write_text(
+        "from streamproc import StreamsBuilder\n\ndef build():\n    b = StreamsBuilder()\n    b.stream('in').to('')\n"
+        "    return b.build()\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "deep.py").write_text("topology = None\n")
+    monkeypatch.chdir(tmp_path)
+    expected = {
+        "broken_dep": "topology module 'broken_dep' failed to import at broken_dep.py:1: ModuleNotFoundError: "
+                      "No module named 'nonexistent_pkg_for_test'",
+        "broken_syntax": f"topology module 'broken_syntax' has a syntax error at {tmp_path}/broken_syntax.py:1",
+        "broken_build": "building the topology of 'broken_build' failed at broken_build.py:5: ValueError: to() "
+                        "needs a non-empty topic name",
+        "sub/deep.py": f"'sub/deep.py' is a file path; give a module name: run from its folder (cd {tmp_path}/sub) "
+                       f"with 'deep', or add that folder to PYTHONPATH",
+    }
+    for module, message in expected.items():
+        assert main(["describe", module]) == 2
+        err = capsys.readouterr().err
+        assert message in err, err
+        assert "Traceback" not in err and err.count("\n") == 1, err

@@ -163,3 +163,10 @@ def test_a_streamproc_variable_that_names_no_setting_is_warned_about(caplog: pyt
         ("environment variable STREAMPROC_ZZZ names no streamproc setting and is ignored; `streamproc run --help` "
          "lists the settings"),
     ]
+
+
+def test_an_unknown_client_setting_names_the_closest_one_and_only_settable_ones() -> None:
+    with pytest.raises(ConfigError, match=r"unknown producer setting 'lingr_ms'; did you mean 'linger_ms'\?") as info:
+        Config.load({"application_id": "a", "producer_config": ["lingr_ms=5"]}, env={})
+    listed = str(info.value).split("that can be set: ")[1]
+    assert "linger_ms" in listed and "transactional_id" not in listed and "ssl_context" not in listed

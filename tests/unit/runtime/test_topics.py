@@ -52,7 +52,7 @@ def test_co_partitioning_mismatch_names_topics_and_counts() -> None:
 
 
 def test_missing_source_topic() -> None:
-    with pytest.raises(TopologyError, match="source topic\\(s\\) 'clicks' of sub-topology 0 do not exist"):
+    with pytest.raises(TopicSetupError, match="source topic\\(s\\) 'clicks' of sub-topology 0 do not exist"):
         plan_topics(subs(sessions.build()), {})
 
 
