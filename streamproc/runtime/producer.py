@@ -86,7 +86,8 @@ class OutputProducer(Service):
         if producer is not None:
             log.warning("producer closed with sends not acknowledged (their input offsets are not committed: "
                         "those records are processed again at the next start)")
-            asyncio.ensure_future(producer.client.close())
+            closing = asyncio.ensure_future(producer.client.close())
+            closing.add_done_callback(_closed)  # its failure (brokers away) is expected: not a traceback
 
     async def restart(self) -> None:
         """Replace the aiokafka producer by a new one with the same settings (exactly-once recovery:
@@ -115,6 +116,12 @@ class OutputProducer(Service):
     async def flush(self) -> None:
         assert self.producer is not None
         await self.producer.flush()
+
+
+def _closed(task: asyncio.Future[Any]) -> None:
+    """Retrieve the outcome of an aborted producer's close, logged at DEBUG only."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("closing an aborted producer: %r", task.exception())
 
 
 class SendBuffer:
