@@ -124,8 +124,7 @@ def derived_table(graph: GraphBuilder, table: TableFlow, name: str | None, prefi
                   getter: Callable[[str, ValueGetter], ValueGetter], value_serde: Serde | None) -> TableFlow:
     """A table computed row by row from ``table`` (``filter``, ``map_values``): its processor is
     ``make(node_name, parent_name, state)``; a task reads its value with ``getter(node_name, the
-    parent's getter)``."""
-    table.check_operand(op)
+    parent's getter)``. ``table`` must be a table operators apply to (:meth:`TableFlow.check_operand`)."""
     node_name = graph.new_name(name, prefix, f"{op}()")
     state = TableState(parents=(table,))
     parent = table.node.name
@@ -156,9 +155,8 @@ def table_map_values(graph: GraphBuilder, table: TableFlow, mapper: Callable[[An
 def table_join(graph: GraphBuilder, this: TableFlow, other: TableFlow, joiner: Callable[[Any, Any], Any],
                name: str | None, op: str) -> TableFlow:
     """``this`` ``op`` (``join``, ``left_join``, ``outer_join``) ``other``, co-partitioned tables:
-    each side's update looks the other side up; a merge node forwards both sides' results."""
-    this.check_operand(op)
-    other.check_operand(op)
+    each side's update looks the other side up; a merge node forwards both sides' results. Both
+    must be tables operators apply to (:meth:`TableFlow.check_operand`)."""
     left_outer, right_outer = op in ("left_join", "outer_join"), op == "outer_join"
     merge_name = graph.new_name(name, _JOIN_PREFIX[op], f"{op}()")
     this_name = graph.new_name(f"{merge_name}-join-this", "", f"{op}() (this side)")

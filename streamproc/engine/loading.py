@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..dsl.topology import Topology
-from ..errors import StreamprocError
+from ..errors import StreamprocError, user_frame
 
 __all__ = ["TopologyLoadError", "load_topology"]
 
@@ -85,19 +85,7 @@ def load_topology(spec: str, extra_path: Iterable[str] = (), search_cwd: bool = 
     return obj
 
 
-#: The directory of the streamproc package: frames outside it (and outside the import machinery) are the user's.
-_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
-
-
 def _at(exc: BaseException) -> str:
-    """`` at file:line`` of the last frame of ``exc``'s traceback in the user's code (not in
-    streamproc, not in the import machinery), relative to the current directory when below it."""
-    where = ""
-    tb = exc.__traceback__
-    while tb is not None:
-        path = tb.tb_frame.f_code.co_filename
-        if not path.startswith(_PACKAGE_DIR) and not path.startswith("<"):
-            shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
-            where = f" at {shown}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return where
+    """`` at file:line`` of :func:`~streamproc.errors.user_frame` (empty when there is none)."""
+    frame = user_frame(exc)
+    return f" at {frame[1]}:{frame[2]}" if frame is not None else ""

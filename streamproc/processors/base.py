@@ -12,16 +12,15 @@ engine's task implements, set up before ``init``.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ProcessingError
+from ..errors import ProcessingError, user_frame
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import ProcessorContext
 
-__all__ = ["Forward", "Processor", "fan_out", "kv_writer", "user_error", "user_frame"]
+__all__ = ["Forward", "Processor", "fan_out", "kv_writer", "user_error"]
 
 log = logging.getLogger("streamproc.processors")
 
@@ -70,39 +69,14 @@ def kv_writer(store: Any) -> tuple[Callable[[Any, Any, int], Any], Callable[[Any
     return (lambda k, v, ts: put(k, v)), (lambda k, ts: delete(k))
 
 
-#: The directory of the streamproc package: frames outside it are the user's.
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def user_frame(exc: BaseException) -> str:
-    """Where user code raised ``exc``: ``function at file:line`` of the first frame outside the
-    streamproc package after the last one inside it (the user function streamproc called), the file
-    relative to the current directory when it is below it; ``""`` when there is none."""
-    tb = exc.__traceback__
-    where = ""
-    inside = True
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        path = code.co_filename
-        ours = path.startswith(_PACKAGE_DIR) or path.startswith("streamproc" + os.sep)
-        if ours:
-            inside = True
-        elif inside:
-            inside = False
-            shown = os.path.relpath(path) if os.path.isabs(path) and path.startswith(os.getcwd() + os.sep) else path
-            where = f"{code.co_name} at {shown}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return where
-
-
 def user_error(operator: str, what: str, exc: BaseException, key: Any) -> ProcessingError:
     """A :class:`ProcessingError` for a user function ``what`` of ``operator`` that raised ``exc``:
     the message names the exception, where in the user's code it was raised and the record's key.
 
     The task adds the record's topic, partition and offset before it propagates.
     """
-    where = user_frame(exc)
-    at = f"in {where}; " if where else ""
+    frame = user_frame(exc)
+    at = f"in {frame[0]} at {frame[1]}:{frame[2]}; " if frame is not None else ""
     return ProcessingError(
         f"{what} of operator {operator!r} raised {type(exc).__name__}: {exc} ({at}record key {key!r})",
         key=key,
