@@ -149,6 +149,27 @@ def _port(value: Any) -> int:
     return n
 
 
+def _host_port(value: Any) -> str:
+    """``host:port`` (or empty)."""
+    text = _parse_str(value)
+    if not text:
+        return ""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise _Bad(f"{text!r} is not host:port (e.g. 10.0.0.5:8080)")
+    return text
+
+
+_INSTANCE_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
+
+
+def _instance_id(value: Any) -> str:
+    text = _parse_str(value)
+    if text and not _INSTANCE_ID.match(text):
+        raise _Bad(f"{text!r} may hold only letters, digits, '.', '_' and '-' (at most 200)")
+    return text
+
+
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
 
@@ -377,6 +398,26 @@ class Config:
             "changelog offset, so a restart replays only the changelog's tail) and the instance id that "
             "names the transactional producer. Empty: no snapshots. One directory per running instance.",
         _parse_str, metavar="DIR")
+    group_instance_id: str = _setting(
+        "", "Static group membership (KIP-345): a name unique to this instance and kept across its restarts "
+            "(e.g. the pod name). Restarted within the consumer's `session_timeout_ms`, the instance gets its "
+            "tasks back and the other members do not rebalance. Empty: dynamic membership. See docs/production.md.",
+        _instance_id, metavar="NAME")
+    num_standby_replicas: int = _setting(
+        0, "Standby copies of each stateful task, kept on other instances by tailing the changelogs; on "
+           "fail-over the new owner restores only the tail.", _non_negative_int, metavar="N")
+    suspended_task_retention_ms: int = _setting(
+        300_000, "How long a task that a rebalance moved away keeps its state in memory: given back within "
+                 "this time, it restores only the changelog records written since; 0 = drop at once.",
+        _non_negative_int, metavar="MS")
+    query_port: int = _setting(
+        0, "Port of the interactive-query HTTP endpoint (`/v1/stores`, docs/queries.md); 0 disables it.",
+        _port, metavar="PORT")
+    query_host: str = _setting(
+        "127.0.0.1", "Address the interactive-query endpoint listens on.", _parse_str, metavar="HOST")
+    application_server: str = _setting(
+        "", "host:port other instances redirect queries to (advertised to the group); empty = "
+            "`query_host:query_port`.", _host_port, metavar="HOST:PORT")
     restore_log_interval_ms: int = _setting(
         2000, "How often restoration progress is logged per changelog partition (the first line after one "
               "interval).", _positive_int, metavar="MS")
@@ -438,6 +479,14 @@ class Config:
             raise ConfigError(f"replication_factor: {self.replication_factor!r} must be -1 or a positive integer")
 
     # -----------------------------------------------------------------------------------------
+
+    @property
+    def advertised_server(self) -> str:
+        """Where other instances send queries for this instance's partitions: ``application_server``,
+        else ``query_host:query_port`` when queries are on, else empty."""
+        if self.application_server:
+            return self.application_server
+        return f"{self.query_host}:{self.query_port}" if self.query_port else ""
 
     @property
     def dead_letter_topic(self) -> str:
