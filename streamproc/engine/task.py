@@ -72,7 +72,9 @@ class Task:
     """The processor graph and stores of one sub-topology partition."""
 
     def __init__(self, topology: Topology, subtopology_id: int, partition: int, application_id: str,
-                 changelog: bool = True) -> None:
+                 changelog: bool = True, stores: Mapping[str, Any] | None = None) -> None:
+        """``stores``: the stores of a previous task of the same id (:meth:`release_stores`), kept
+        with their contents instead of new empty ones."""
         if not isinstance(topology, Topology):
             raise ValueError(f"Task needs a Topology (StreamsBuilder.build()), got {type(topology).__name__}")
         if not isinstance(application_id, str) or not application_id:
@@ -87,6 +89,11 @@ class Task:
         self.stores: dict[str, Any] = {}
         self.changelog_topics: dict[str, str] = {}
         for spec in self.subtopology.stores:
+            if stores is not None:
+                self.stores[spec.name] = stores[spec.name]
+                if changelog and spec.logging:
+                    self.changelog_topics[spec.name] = spec.changelog_topic(application_id)
+                continue
             store = spec.create()
             if changelog and spec.logging:
                 from ..stores import change_logged
@@ -161,6 +168,17 @@ class Task:
             proc.close()
         for store in self.stores.values():
             store.close()
+
+    def release_stores(self) -> dict[str, Any]:
+        """Close the processors but not the stores, and hand the stores over (with their contents)
+        to a new task of the same id (``Task(..., stores=...)``): how a task is suspended and resumed
+        without rebuilding its state. This task cannot be used afterwards."""
+        if self._closed:
+            raise ValueError(f"task {self.id} is closed")
+        self._closed = True
+        for proc in self._order:
+            proc.close()
+        return dict(self.stores)
 
     # -- processing -----------------------------------------------------------------------------
     def process(self, topic: str, partition: int, records: Iterable[Any]) -> None:

@@ -34,9 +34,11 @@ batches, each batch's future attributed in the :class:`~streamproc.purgatory.Ack
 input partitions whose records it carries, at the first input offset of the round. A partition's
 committable offset is therefore its lowest un-acknowledged input offset.
 
-Rebalances (aiokafka's eager protocol): on revoke, the tasks of the revoked partitions are committed
-(``final``: every send waited for) and closed; on assignment, tasks are opened (restored, then
-resumed). A batch fetched before a rebalance that started while the batch waited for the lock is
+Rebalances (aiokafka's eager protocol, our own assignor: ``assignor.py``): on revoke, the tasks of
+the revoked partitions are committed (``final``: every send waited for) and suspended (state kept
+in memory for ``suspended_task_retention_ms``); on assignment, tasks are opened (a kept one
+restores only its changelogs' tail, a new one all of them, then input resumes) and standby tasks
+follow their changelogs. A batch fetched before a rebalance that started while the batch waited for the lock is
 discarded: the revoke committed only what was processed, and the reassignment resets positions to
 the committed offsets, so those records are fetched again (by whichever member owns them next).
 
@@ -63,6 +65,7 @@ from ..engine.error_policy import ErrorPolicy, RecordError, Stage, classify, dea
 from ..engine.task import Task
 from ..errors import StreamprocError, TopicSetupError
 from .acks import InputProgress
+from .assignor import TaskAssignor
 from .client_logs import limit_client_logs
 from .commit import AtLeastOnceCommit, CommitMode, CommitSequence, TransactionalCommit
 from .consumer import AckService, InputConsumer
@@ -128,8 +131,11 @@ class StreamApp(Service):
         self.snapshots = Snapshots(config.state_dir, app_id) if config.state_dir else None
         eos = config.processing_guarantee == "exactly_once_v2"
         producer_config = dict(config.producer_config)
+        #: this process in the group protocol (standbys are never placed on the active's process)
+        self.process_id = config.group_instance_id or uuid.uuid4().hex[:16]
         if eos:
-            instance = self.snapshots.instance_id() if self.snapshots is not None else uuid.uuid4().hex[:16]
+            # a stable name fences the previous incarnation's producer at once (its open transaction aborts)
+            instance = self.snapshots.instance_id() if self.snapshots is not None else self.process_id
             producer_config = {**EOS_PRODUCER_DEFAULTS, **producer_config, "transactional_id": f"{app_id}-{instance}"}
         self.producer = OutputProducer(config.bootstrap_servers, producer_config, f"{app_id}-producer")
         self.acks = AckService(config.delivery_timeout_ms, self._on_ack_failure)
@@ -153,6 +159,7 @@ class StreamApp(Service):
                                         lambda: self.consumer, self.purger.committed, config.commit_interval_ms,
                                         config.delivery_timeout_ms, config.shutdown_timeout_ms)
         self.input: InputConsumer | None = None
+        self.assignor: TaskAssignor | None = None
         self.plan: TopicPlan | None = None
         #: sub-topologies that write repartition topics (their tasks are kept in step, task_manager.py)
         self._repartition_writers: frozenset[int] = frozenset()
@@ -399,9 +406,14 @@ class StreamApp(Service):
         consumer_config = dict(cfg.consumer_config)
         if self.eos is not None:  # exactly-once: never read records of open or aborted transactions
             consumer_config["isolation_level"] = "read_committed"
+        if cfg.group_instance_id:
+            consumer_config["group_instance_id"] = cfg.group_instance_id
+        self.assignor = TaskAssignor(self.process_id, cfg.advertised_server, plan.source_subtopology,
+                                     {st.id for st in subs if st.changelog_topics}, cfg.num_standby_replicas,
+                                     self.tasks.local_state)
         self.input = InputConsumer(cfg.bootstrap_servers, app_id, f"{app_id}-consumer", plan.source_topics,
                                    _Listener(self._on_revoked, self._on_assigned), cfg.auto_offset_reset,
-                                   cfg.max_poll_records, consumer_config)
+                                   cfg.max_poll_records, consumer_config, self.assignor)
 
     def _subtopology_sources(self) -> dict[int, set[str]]:
         assert self.plan is not None
@@ -424,6 +436,7 @@ class StreamApp(Service):
             if len(tasks) and time.monotonic() - self._last_punctuate >= _PUNCTUATE_EVERY_S:
                 async with self.lock:
                     await self._punctuate()
+            tasks.expire_suspended()
             self.progress_log.tick()
             batch = await consumer.getmany(timeout_ms=tasks.poll_timeout_ms(cfg.poll_timeout_ms),
                                            max_records=cfg.max_poll_records)
@@ -528,10 +541,11 @@ class StreamApp(Service):
                 affected = self.tasks.affected(revoked)
                 runnable = set(self.tasks.runnable())
                 running = [mt for mt in affected if mt in runnable]
+                committed: list[Any] = []
                 if running and self.fatal is None:
                     await self.committer.commit_locked("revoke", final=True, tasks=running)
-                for mt in affected:
-                    self.tasks.close(mt, "revoked")
+                    committed = running
+                await self.tasks.revoke(affected, committed)
                 self.committer.forget(list(revoked))
             if revoked:
                 log.info("revoked %d partition(s)", len(revoked))
@@ -540,8 +554,10 @@ class StreamApp(Service):
 
     async def _on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._epoch += 1
+        self.metrics.rebalances.inc()
         try:
-            self.tasks.assign(assigned)
+            assert self.assignor is not None
+            self.tasks.assign(assigned, standby=self.assignor.view.standby)
         except Exception as exc:
             self._set_fatal(exc)
             return

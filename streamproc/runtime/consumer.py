@@ -1,9 +1,10 @@
 """The input consumer (group member) and the delayed-ack service.
 
 :class:`InputConsumer` is an aiokafka consumer in group ``application_id`` with auto-commit off
-and the *range* assignor: with equal partition counts (checked at startup) it gives partition
-``p`` of every co-partitioned topic to the same member, so one task sees all of its inputs.
-Offsets are committed only by the :class:`~streamproc.runtime.commit.CommitSequence`.
+and our own assignor (``assignor.py``): it assigns whole tasks, partition ``p`` of every
+co-partitioned topic to the same member, so one task sees all of its inputs; it is sticky and
+places standby tasks. Offsets are committed only by the
+:class:`~streamproc.runtime.commit.CommitSequence`.
 
 :class:`AckService` owns the :class:`~streamproc.purgatory.AckTracker` (one per app, keyed by
 input ``TopicPartition``) and drives its timing wheel from the running loop.
@@ -17,7 +18,7 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 
 from ..purgatory import AckTracker, DelayedOperationPurgatory, Timer
 from .service import Service
@@ -36,16 +37,16 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 
 
 class InputConsumer(Service):
-    """The group consumer; ``listener`` gets the rebalance callbacks."""
+    """The group consumer; ``listener`` gets the rebalance callbacks, ``assignor`` assigns."""
 
     label = "consumer"
 
     def __init__(self, bootstrap_servers: str, group_id: str, client_id: str, topics: list[str],
                  listener: ConsumerRebalanceListener, auto_offset_reset: str, max_poll_records: int,
-                 overrides: Mapping[str, Any]) -> None:
+                 overrides: Mapping[str, Any], assignor: AbstractPartitionAssignor) -> None:
         super().__init__()
-        self._kwargs = {**CONSUMER_DEFAULTS, "max_poll_records": max_poll_records, **overrides}
-        self._kwargs.setdefault("partition_assignment_strategy", (RangePartitionAssignor,))
+        self._kwargs = {**CONSUMER_DEFAULTS, "max_poll_records": max_poll_records, **overrides,
+                        "partition_assignment_strategy": (assignor,)}
         self._bootstrap = bootstrap_servers
         self._group = group_id
         self._client_id = client_id

@@ -80,7 +80,14 @@ class Metrics(Service):
         self.restore_remaining = Gauge("streamproc_restore_remaining_records", "Changelog records left to replay",
                                        ["topic", "partition"], registry=r)
         self.restored = Counter("streamproc_restored_records", "Changelog records replayed", ["topic"], registry=r)
-        self.tasks = Gauge("streamproc_tasks", "Tasks by state", ["state"], registry=r)
+        self.standby_lag = Gauge("streamproc_standby_lag", "A standby's changelog end offset minus its next offset",
+                                 ["topic", "partition"], registry=r)
+        self.standby_records = Counter("streamproc_standby_records", "Changelog records applied by standby tasks",
+                                       ["topic"], registry=r)
+        self.rebalances = Counter("streamproc_rebalances", "Partition assignments received from the group "
+                                  "(each rebalance counts once)", registry=r)
+        self.tasks = Gauge("streamproc_tasks", "Tasks by state (running, restoring, suspended, standby)", ["state"],
+                           registry=r)
         self.task_failures = Counter("streamproc_task_failures", "Tasks failed and restarted", ["reason"],
                                      registry=r)
         self._server: Any = None

@@ -13,8 +13,15 @@ A :class:`TaskManager` owns every :class:`~streamproc.runtime.tasks.ManagedTask`
 * **failure** (:meth:`fail`, :meth:`fail_running`, :meth:`restart_failed`): a task whose send
   failed or was not acknowledged in time is closed, its input rewound to its last committed offset
   and recreated (with a restore);
-* **revocation and shutdown** (:meth:`close`): buffered records are forgotten (they are fetched
-  again from the committed offsets by whoever owns the partitions next).
+* **revocation** (:meth:`revoke`): a running task whose offsets were just committed is
+  *suspended*: its processors are closed, its stores kept in memory with the changelog end offsets
+  read then. Assigned again (or as a standby) within ``suspended_task_retention_ms``, it restores
+  only the changelog records written since; not, it is closed. Buffered input is forgotten either
+  way (it is fetched again from the committed offsets by whoever owns the partitions next);
+* **standbys** (:meth:`assign` with ``standby``): a standby task's stores follow its changelogs
+  (:meth:`Restorer.follow <streamproc.runtime.restore.Restorer.follow>`); made active, it restores
+  only the tail;
+* **shutdown** (:meth:`close_all`).
 
 It knows the consumer only through the calls below (aiokafka's ``AIOKafkaConsumer``): ``pause``,
 ``resume``, ``seek``, ``seek_to_beginning``, ``seek_to_end``, ``committed``, ``position``,
@@ -36,6 +43,7 @@ from ..config import Config
 from ..engine.error_policy import RecordError
 from ..engine.task import Task, TaskId
 from .acks import InputProgress
+from .assignor import LocalState
 from .drops import DropReporter
 from .metrics import Metrics
 from .partition_group import PartitionGroup
@@ -94,6 +102,10 @@ class TaskManager:
         self._subtopology_sources: dict[int, set[str]] = {}
         #: partitions whose lag a fetch has measured (the initial estimate does not overwrite it)
         self._lag_measured: set[TopicPartition] = set()
+        #: suspended and standby tasks: state kept, no input (see the module docstring)
+        self.idle: dict[TaskId, ManagedTask] = {}
+        #: the active tasks of the last assignment (told to the leader at the next join)
+        self.last_active: frozenset[TaskId] = frozenset()
 
     def configure(self, consumer: Any, subtopology_sources: Mapping[int, set[str]],
                   aligned: Collection[int] = ()) -> None:
@@ -131,8 +143,10 @@ class TaskManager:
 
     # ---- lifecycle of one task -------------------------------------------------------------------
 
-    def assign(self, assigned: set[TopicPartition]) -> None:
-        """Partitions assigned: open a task for each sub-topology partition not open yet."""
+    def assign(self, assigned: set[TopicPartition], standby: Collection[TaskId] = ()) -> None:
+        """Partitions assigned: open a task for each sub-topology partition not open yet (a kept
+        one restores only its changelogs' tail); keep a standby for each task of ``standby``;
+        suspend the standbys no longer assigned; close what is past its retention."""
         groups = group_by_task(assigned, self._source_subtopology)
         for tid, tps in sorted(groups.items()):
             expected = {TopicPartition(t, tid.partition) for t in self._subtopology_sources[tid.subtopology]}
@@ -140,9 +154,158 @@ class TaskManager:
                 log.warning("task %s got %s but reads %s: co-partitioned inputs split across members "
                             "(is another assignor configured?)", tid, sorted(tps), sorted(expected))
             if self.registry.get(tid) is None:
-                self.open(tid, tps)
-        log.info("assigned %d partition(s): tasks %s", len(assigned),
-                 ", ".join(str(t) for t in sorted(groups)) or "none")
+                kept = self.idle.pop(tid, None)
+                if kept is None:
+                    self.open(tid, tps)
+                else:
+                    self._resume(kept, tps)
+        wanted = {tid for tid in standby if tid not in groups and tid.subtopology in self._subtopology_sources}
+        for tid in sorted(wanted):
+            kept = self.idle.get(tid)
+            if kept is None:
+                self._open_standby(tid, None, None)
+            elif kept.state is TaskState.SUSPENDED:
+                self._follow(kept, kept.positions)
+        for tid, kept in sorted(self.idle.items()):
+            if kept.state is TaskState.STANDBY and tid not in wanted:
+                self._park(kept, self.restorer.unfollow(tid))
+        self.expire_suspended()
+        self.last_active = frozenset(groups)
+        log.info("assigned %d partition(s): tasks %s%s", len(assigned),
+                 ", ".join(str(t) for t in sorted(groups)) or "none",
+                 f"; standby tasks {', '.join(str(t) for t in sorted(wanted))}" if wanted else "")
+        self.update_gauges()
+
+    def local_state(self) -> LocalState:
+        """For the assignor: the tasks this instance ran last and those it holds state for."""
+        return LocalState(self.last_active, frozenset(self.registry.ids()) | frozenset(self.idle))
+
+    # ---- suspended and standby tasks ---------------------------------------------------------------
+
+    def suspendable(self, mt: ManagedTask) -> bool:
+        """Whether ``mt`` (just committed) may keep its state when revoked: it is running, has not
+        failed, has change-logged stores and ``suspended_task_retention_ms`` is not 0."""
+        return (self.config.suspended_task_retention_ms > 0 and mt.state is TaskState.RUNNING
+                and mt.id not in self.failed and bool(mt.task.changelog_topics))
+
+    async def revoke(self, tasks: Sequence[ManagedTask], committed: Collection[ManagedTask]) -> None:
+        """Revoked ``tasks``: those in ``committed`` (their offsets and changelogs were just made
+        durable) are suspended with their changelogs' end offsets, the others closed."""
+        keep = [mt for mt in tasks if mt in committed and self.suspendable(mt)]
+        ends: dict[TopicPartition, int] = {}
+        if keep:
+            try:
+                ends = await self.restorer.end_offsets([tp for mt in keep for tp in mt.changelog_partitions()])
+            except Exception as exc:  # noqa: BLE001 - without the offsets the state cannot be continued
+                log.warning("changelog end offsets not read (%r): revoked tasks are closed, not kept", exc)
+                keep = []
+        for mt in tasks:
+            if mt in keep:
+                self._suspend(mt, {tp: ends[tp] for tp in mt.changelog_partitions()})
+            else:
+                self.close(mt, "revoked")
+
+    def _suspend(self, mt: ManagedTask, positions: dict[TopicPartition, int]) -> None:
+        for tp in mt.inputs:
+            self.progress.close_partition(tp)
+        self.export_metrics([mt])
+        mt.buffer.clear()
+        mt.paused.clear()
+        self.registry.remove(mt.id)
+        self.failed.discard(mt.id)
+        self._park(self._successor(mt, mt.inputs), positions)
+        log.info("task %s suspended (state kept for %d ms)", mt.id, self.config.suspended_task_retention_ms)
+
+    def _successor(self, mt: ManagedTask, tps: Collection[TopicPartition]) -> ManagedTask:
+        """A new task of ``mt``'s id over ``mt``'s stores (``mt``'s processors are closed)."""
+        cfg = self.config
+        task = Task(self.topology, mt.id.subtopology, mt.id.partition, cfg.application_id,
+                    changelog=cfg.changelog_enabled, stores=mt.task.release_stores())
+        exported = {k: v for k, v in mt.exported.items() if k[1] == "store"}  # store counters carry over
+        return ManagedTask(task, frozenset(tps), PartitionGroup(tps, cfg.buffered_records_per_partition,
+                                                                  cfg.max_task_idle_ms), exported=exported)
+
+    def _park(self, mt: ManagedTask, positions: dict[TopicPartition, int] | None) -> None:
+        """Keep ``mt`` suspended; without ``positions`` (a standby that had not started) it is closed."""
+        if positions is None:
+            self._close_idle(mt, "no state to keep")
+            return
+        mt.state = TaskState.SUSPENDED
+        mt.positions = positions
+        mt.suspended_at = time.monotonic()
+        self.idle[mt.id] = mt
+        if self.config.suspended_task_retention_ms == 0:
+            self._close_idle(mt, "suspended_task_retention_ms=0")
+
+    def _resume(self, kept: ManagedTask, tps: set[TopicPartition]) -> None:
+        """Make ``kept`` (suspended or standby) active over ``tps``: restore only the tail."""
+        positions = self.restorer.unfollow(kept.id) if kept.state is TaskState.STANDBY else kept.positions
+        if positions is None:
+            self._close_idle(kept, "no state to continue from")
+            self.open(kept.id, tps)
+            return
+        was = kept.state.value
+        mt = self._successor(kept, tps)
+        mt.state = TaskState.RESTORING
+        self.registry.add(mt)
+        self.consumer.pause(*tps)
+        log.info("task %s resumes from its %s state: restoring its changelogs from %s", mt.id, was,
+                 ", ".join(f"{tp.topic}[{tp.partition}]@{o}" for tp, o in sorted(positions.items())))
+        self.restorer.add(mt.id, mt.changelog_partitions(), lambda: self._restored(mt), start=positions,
+                          on_invalid=lambda _reason: self._reopen(mt))
+
+    def _reopen(self, mt: ManagedTask) -> None:
+        """``mt``'s kept state cannot be continued (the restorer said why): a fresh task instead."""
+        if self.registry.get(mt.id) is not mt:
+            return
+        tps = set(mt.inputs)
+        self.close(mt, "kept state discarded")
+        self.open(mt.id, tps)
+
+    def _open_standby(self, tid: TaskId, stores: Any, positions: dict[TopicPartition, int] | None) -> None:
+        cfg = self.config
+        task = Task(self.topology, tid.subtopology, tid.partition, cfg.application_id, changelog=cfg.changelog_enabled,
+                    stores=stores)
+        tps = {TopicPartition(t, tid.partition) for t in self._subtopology_sources[tid.subtopology]}
+        mt = ManagedTask(task, frozenset(tps), PartitionGroup(tps, 1, 0))
+        if not task.changelog_topics:
+            task.close()
+            return
+        self._follow(mt, positions)
+
+    def _follow(self, mt: ManagedTask, positions: dict[TopicPartition, int] | None) -> None:
+        mt.state = TaskState.STANDBY
+        mt.positions = None
+        self.idle[mt.id] = mt
+        self.restorer.follow(mt.id, mt.changelog_partitions(), start=positions,
+                             on_invalid=lambda _reason: self._restart_standby(mt))
+
+    def _restart_standby(self, mt: ManagedTask) -> None:
+        if self.idle.get(mt.id) is not mt:
+            return
+        self._close_idle(mt, "kept state discarded")
+        self._open_standby(mt.id, None, None)
+
+    def _close_idle(self, mt: ManagedTask, reason: str) -> None:
+        if self.idle.get(mt.id) is mt:
+            del self.idle[mt.id]
+            if mt.state is TaskState.STANDBY:
+                self.restorer.remove(mt.id)
+        mt.task.close()
+        mt.state = TaskState.CLOSED
+        log.info("task %s: kept state dropped (%s)", mt.id, reason)
+
+    def expire_suspended(self) -> None:
+        """Close the suspended tasks kept longer than ``suspended_task_retention_ms``."""
+        if not self.idle:
+            return
+        limit = time.monotonic() - self.config.suspended_task_retention_ms / 1000
+        expired = [mt for mt in self.idle.values() if mt.state is TaskState.SUSPENDED and mt.suspended_at <= limit]
+        for mt in expired:
+            self._close_idle(mt, f"not assigned back within suspended_task_retention_ms="
+                                 f"{self.config.suspended_task_retention_ms}")
+        if expired:
+            self.update_gauges()
 
     async def report_initial_lag(self, assigned: set[TopicPartition]) -> None:
         """Set ``streamproc_consumer_lag`` of newly ``assigned`` partitions before their first fetch:
@@ -225,8 +388,11 @@ class TaskManager:
     def close_all(self, reason: str) -> None:
         for mt in self.registry:
             self.close(mt, reason)
-        self.metrics.tasks.labels("running").set(0)
-        self.metrics.tasks.labels("restoring").set(0)
+        for mt in list(self.idle.values()):
+            self._close_idle(mt, reason)
+        for state in TaskState:
+            if state is not TaskState.CLOSED:
+                self.metrics.tasks.labels(state.value).set(0)
 
     # ---- failures ------------------------------------------------------------------------------
 
@@ -468,5 +634,8 @@ class TaskManager:
             self.drops.export(task.dropped_by_operator(), mt.exported, task.late_example)
 
     def update_gauges(self) -> None:
-        for state, n in self.registry.counts().items():
+        counts = self.registry.counts()
+        for mt in self.idle.values():
+            counts[mt.state.value] = counts.get(mt.state.value, 0) + 1
+        for state, n in counts.items():
             self.metrics.tasks.labels(state).set(n)

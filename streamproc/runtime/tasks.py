@@ -1,7 +1,8 @@
 """The daemon's view of its tasks: which input partitions and changelog partitions each one owns.
 
 A :class:`ManagedTask` wraps a :class:`~streamproc.engine.task.Task` with its run state:
-``RESTORING`` (input paused, stores being rebuilt), ``RUNNING`` or ``CLOSED``. The
+``RESTORING`` (input paused, stores being rebuilt), ``RUNNING``, ``SUSPENDED`` (moved away by a
+rebalance, state kept), ``STANDBY`` (state follows the changelogs) or ``CLOSED``. The
 :class:`TaskRegistry` maps input partitions to tasks (a task of a sub-topology with several
 co-partitioned sources owns one partition of each).
 """
@@ -27,6 +28,10 @@ log = logging.getLogger(__name__)
 class TaskState(str, Enum):
     RESTORING = "restoring"
     RUNNING = "running"
+    #: moved away by a rebalance, its stores kept in memory (``suspended_task_retention_ms``)
+    SUSPENDED = "suspended"
+    #: a standby: its stores follow the changelogs, it processes no input
+    STANDBY = "standby"
     CLOSED = "closed"
 
 
@@ -43,6 +48,10 @@ class ManagedTask:
     enforced_logged_at: float = float("-inf")
     #: last value of each ``dropped_records_<reason>`` counter exported to Prometheus, by operator
     exported: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: suspended: the next offset of each changelog partition (the stores hold everything below)
+    positions: dict[TopicPartition, int] | None = None
+    #: when it was suspended (monotonic s)
+    suspended_at: float = 0.0
 
     @property
     def id(self) -> TaskId:
