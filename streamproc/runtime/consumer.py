@@ -18,9 +18,9 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
 
 from ..purgatory import AckTracker, DelayedOperationPurgatory, Timer
+from .assignor import RangeFallback, TaskAssignor
 from .service import Service
 
 __all__ = ["CONSUMER_DEFAULTS", "AckService", "InputConsumer", "stop_consumer"]
@@ -43,10 +43,10 @@ class InputConsumer(Service):
 
     def __init__(self, bootstrap_servers: str, group_id: str, client_id: str, topics: list[str],
                  listener: ConsumerRebalanceListener, auto_offset_reset: str, max_poll_records: int,
-                 overrides: Mapping[str, Any], assignor: AbstractPartitionAssignor) -> None:
+                 overrides: Mapping[str, Any], assignor: TaskAssignor) -> None:
         super().__init__()
         self._kwargs = {**CONSUMER_DEFAULTS, "max_poll_records": max_poll_records, **overrides,
-                        "partition_assignment_strategy": (assignor,)}
+                        "partition_assignment_strategy": (assignor, RangeFallback(assignor))}
         self._bootstrap = bootstrap_servers
         self._group = group_id
         self._client_id = client_id

@@ -61,6 +61,9 @@ RecordErrorHandler = Callable[[Exception, TopicPartition, Any, SendBuffer, bool]
 
 #: Event time released per pass when tasks are aligned (:meth:`TaskManager.process_ready`), ms.
 ALIGN_SLICE_MS = 1_000
+#: How long a revocation waits for the changelogs' end offsets before closing the tasks instead of
+#: keeping them (brokers away: the rebalance must not wait for them).
+END_OFFSETS_TIMEOUT_S = 10.0
 #: Seconds between two "waited max_task_idle_ms" warnings of one task.
 ENFORCED_LOG_INTERVAL_S = 60.0
 
@@ -195,7 +198,9 @@ class TaskManager:
         ends: dict[TopicPartition, int] = {}
         if keep:
             try:
-                ends = await self.restorer.end_offsets([tp for mt in keep for tp in mt.changelog_partitions()])
+                ends = await asyncio.wait_for(
+                    self.restorer.end_offsets([tp for mt in keep for tp in mt.changelog_partitions()]),
+                    END_OFFSETS_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - without the offsets the state cannot be continued
                 log.warning("changelog end offsets not read (%r): revoked tasks are closed, not kept", exc)
                 keep = []
