@@ -24,7 +24,7 @@ While the loop processes, a query waits for the batches that run between the ste
 times; ``--batch`` trades that against processing overhead.
 
 Usage: ``python -m benchmarks.bench_queries [--keys N] [--store key_value|session] [--seconds S]
-[--concurrency C] [--batch B] [--quick]``. Asserts nothing about speed; exits non-zero if a query
+[--concurrency C] [--batch B] [--loop uvloop|asyncio] [--quick]`` (uvloop by default, as the daemon). Asserts nothing about speed; exits non-zero if a query
 got anything but 200 (every queried key exists).
 """
 
@@ -182,6 +182,7 @@ async def queries_during(port: int, store: str, keys: list[str], seconds: float,
         await asyncio.sleep(0.01)
     assert out.get()[0] == "ready"
     go.set()
+    cpu = time.process_time()
     result = None
     if work is not None:
         result = await work
@@ -190,6 +191,7 @@ async def queries_during(port: int, store: str, keys: list[str], seconds: float,
     while out.empty():
         await asyncio.sleep(0.01)
     kind, figures = out.get()
+    figures["server_cpu"] = time.process_time() - cpu
     proc.join(10)
     assert kind == "done"
     return figures, result
@@ -216,7 +218,7 @@ async def main_async(args: argparse.Namespace) -> int:
         processor.run_batch([k.encode() for k in keys[i:i + 5_000]])
     print(f"store {store!r} ({args.store}): {task.stores[store].approximate_num_entries:,} entries "
           f"after {time.perf_counter() - t0:.1f} s of pre-fill; batch {args.batch}, {args.seconds} s per phase, "
-          f"{args.concurrency} queries in flight; load average {os.getloadavg()[0]:.2f}")
+          f"{args.concurrency} queries in flight, {args.loop}; load average {os.getloadavg()[0]:.2f}")
 
     server = QueryServer(OneTaskBackend(topology, task), "127.0.0.1", 0)
     await server.start()
@@ -225,6 +227,7 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"1. processing alone:            {alone:10,.0f} records/s   ({alone_cpu:,.0f} per CPU second)")
         figures, _ = await queries_during(server.port, store, keys, args.seconds, args.concurrency)
         print(f"2. queries alone:               {summary(figures)}")
+        print(f"   CPU of this process per query: {figures['server_cpu'] / max(1, len(figures['latencies'])) * 1e6:,.0f} µs")
         bad = {s: n for s, n in figures["statuses"].items() if s != 200}
         figures2, (with_queries, with_cpu) = await queries_during(
             server.port, store, keys, args.seconds, args.concurrency, processor.run_for(args.seconds))
@@ -247,10 +250,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                        help="the event loop (the daemon's default is uvloop)")
     parser.add_argument("--quick", action="store_true", help="10k keys, 2 s phases")
     args = parser.parse_args(argv)
     if args.quick:
         args.keys, args.seconds = 10_000, 2.0
+    if args.loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(main_async(args))
     return asyncio.run(main_async(args))
 
 
