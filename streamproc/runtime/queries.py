@@ -349,7 +349,7 @@ class QueryServer(Service):
         try:
             response: web.StreamResponse = await handler(request)
         except _Answer as answer:
-            response = web.json_response({"error": answer.error}, status=answer.status, headers=answer.headers)
+            response = _json({"error": answer.error}, status=answer.status, headers=answer.headers)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
@@ -357,21 +357,21 @@ class QueryServer(Service):
             if exc.status == 404:
                 error = (f"no such endpoint {request.path!r}; endpoints: GET /v1/stores, "
                          f"GET /v1/stores/{{store}}/keys/{{key}}, GET /v1/metadata/{{store}}/{{key}}")
-            response = web.json_response({"error": error}, status=exc.status)
+            response = _json({"error": error}, status=exc.status)
         except Exception as exc:
             log.exception("interactive query %s failed", request.path_qs)
-            response = web.json_response(
+            response = _json(
                 {"error": f"internal error answering {request.path_qs}: {type(exc).__name__}: {exc}"}, status=500)
         self.answered[response.status] = self.answered.get(response.status, 0) + 1
         return response
 
     async def _list_stores(self, request: web.Request) -> web.Response:
-        return web.json_response([{"name": s.name, "kind": s.kind} for _, s in sorted(self.stores().items())])
+        return _json([{"name": s.name, "kind": s.kind} for _, s in sorted(self.stores().items())])
 
     async def _metadata(self, request: web.Request) -> web.Response:
         _, _, task = self._locate(request)
         owners = self.backend.owners(task)
-        return web.json_response({"partition": task.partition, "active": owners.active,
+        return _json({"partition": task.partition, "active": owners.active,
                                   "standbys": list(owners.standbys)})
 
     async def _get_key(self, request: web.Request) -> web.Response:
@@ -381,9 +381,8 @@ class QueryServer(Service):
             owners = self.backend.owners(task)
             if owners.active is not None and owners.active != self.backend.application_server:
                 location = f"http://{owners.active}{request.raw_path}"
-                return web.json_response({"error": f"partition {task.partition} of store {info.name!r} is active "
-                                                   f"on {owners.active}", "location": location},
-                                         status=307, headers={"Location": location})
+                return _json({"partition": task.partition, "active": owners.active, "location": location},
+                             status=307, headers={"Location": location})
             why = ("is not assigned to any instance" if owners.active is None
                    else "is assigned to this instance but not started here yet")
             raise _Answer(503, f"partition {task.partition} of store {info.name!r} (task {task}) {why}; "
@@ -402,7 +401,7 @@ class QueryServer(Service):
         if body is None:
             raise _Answer(404, f"store {info.name!r} has no value for key {request.match_info['key']!r} "
                                f"(partition {task.partition})")
-        return web.json_response(body, dumps=_dumps)
+        return _json(body)
 
     def _read(self, info: StoreInfo, store: Any, key: Any, request: web.Request) -> dict[str, Any] | None:
         """The answer for ``key`` in ``store``, or None when it holds nothing for it."""
@@ -450,5 +449,7 @@ class QueryServer(Service):
         return [{"start": s, "end": e, "value": to_json(v)} for s, e, v in sessions[:MAX_WINDOWS + 1]]
 
 
-def _dumps(body: Any) -> str:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+def _json(body: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    """A JSON response (compact UTF-8)."""
+    return web.json_response(body, status=status, headers=headers,
+                             dumps=lambda b: json.dumps(b, ensure_ascii=False, separators=(",", ":")))
