@@ -17,7 +17,9 @@ Phases, each ``--seconds`` long (default 5), in one run:
 1. processing alone: records/s (wall clock, and per CPU second of this process);
 2. queries alone (the loop idle): p50/p99 latency (ms, measured by the client), queries/s;
 3. processing with concurrent queries: records/s (and the ratios to phase 1), and the queries'
-   p50/p99 and queries/s.
+   p50/p99 and queries/s. Its control: processing while another process burns a CPU without
+   querying (the client's share of a shared machine), so the ratio to the control is the queries'
+   own cost.
 
 While the loop processes, a query waits for the batches that run between the steps of its request
 (read, handle, write: each step waits for the batch then running), so its latency is a few batch
@@ -170,6 +172,32 @@ async def _client(port: int, store: str, keys: list[str], seconds: float, concur
     out.put(("done", {"latencies": latencies, "elapsed": elapsed, "statuses": statuses}))
 
 
+def burn_main(seconds: float, out: Any, go: Any) -> None:
+    """The control of phase 3: a process as busy as the query client, sending nothing."""
+    out.put(("ready", None))
+    go.wait()
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    out.put(("done", {"latencies": [], "elapsed": seconds, "statuses": {}}))
+
+
+async def busy_neighbour_during(seconds: float, work: Any) -> Any:
+    """``await work`` while another process burns a CPU (the query client's share of a shared machine)."""
+    ctx = mp.get_context("spawn")
+    out, go = ctx.Queue(), ctx.Event()
+    proc = ctx.Process(target=burn_main, args=(seconds, out, go), daemon=True)
+    proc.start()
+    while out.empty():
+        await asyncio.sleep(0.01)
+    out.get()
+    go.set()
+    result = await work
+    proc.join(10)
+    return result
+
+
 async def queries_during(port: int, store: str, keys: list[str], seconds: float, concurrency: int,
                          work: Any = None) -> tuple[dict[str, Any], Any]:
     """Run the client process for ``seconds``; meanwhile ``await work`` (or keep the loop idle).
@@ -229,10 +257,14 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"2. queries alone:               {summary(figures)}")
         print(f"   CPU of this process per query: {figures['server_cpu'] / max(1, len(figures['latencies'])) * 1e6:,.0f} µs")
         bad = {s: n for s, n in figures["statuses"].items() if s != 200}
+        busy, busy_cpu = await busy_neighbour_during(args.seconds, processor.run_for(args.seconds))
+        print(f"   processing next to a busy process sending no queries (the control of 3): {busy:,.0f} records/s "
+              f"({busy_cpu:,.0f} per CPU second; {busy / alone:.2f} and {busy_cpu / alone_cpu:.2f} of alone)")
         figures2, (with_queries, with_cpu) = await queries_during(
             server.port, store, keys, args.seconds, args.concurrency, processor.run_for(args.seconds))
         print(f"3. processing with queries:     {with_queries:10,.0f} records/s   ({with_cpu:,.0f} per CPU second; "
-              f"{with_queries / alone:.2f} and {with_cpu / alone_cpu:.2f} of alone)")
+              f"{with_queries / alone:.2f} and {with_cpu / alone_cpu:.2f} of alone, "
+              f"{with_queries / busy:.2f} and {with_cpu / busy_cpu:.2f} of the control)")
         print(f"   queries while processing:    {summary(figures2)}")
         bad.update({s: n for s, n in figures2["statuses"].items() if s != 200})
     finally:

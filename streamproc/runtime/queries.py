@@ -53,7 +53,7 @@ from ..serde import Serde
 from ..stores import VersionedRecord
 from .service import Service
 
-__all__ = ["MAX_WINDOWS", "RETRY_AFTER_S", "BadKey", "QueryBackend", "QueryServer", "StoreInfo", "TaskOwners",
+__all__ = ["MAX_WINDOWS", "RETRY_AFTER_S", "SHUTDOWN_TIMEOUT_S", "BadKey", "QueryBackend", "QueryServer", "StoreInfo", "TaskOwners",
            "decode_key", "to_json"]
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 MAX_WINDOWS = 10_000
 #: ``Retry-After`` (seconds) of a 503 answer.
 RETRY_AFTER_S = 1
+#: How long :meth:`QueryServer.stop` waits for requests in flight before closing their connections (s).
+SHUTDOWN_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,8 @@ class QueryServer(Service):
         return app
 
     async def on_start(self) -> None:
-        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(self.make_app(), access_log=None, handle_signals=False,
+                               shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await runner.setup()
         try:
             site = web.TCPSite(runner, self.host, self.requested_port, reuse_address=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import re
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
@@ -21,7 +22,15 @@ from streamproc.dsl import StreamsBuilder, TimeWindows, Topology
 from streamproc.engine.partitioning import partition_for
 from streamproc.engine.task import Task, TaskId
 from streamproc.records import Record
-from streamproc.runtime.queries import MAX_WINDOWS, BadKey, QueryServer, TaskOwners, decode_key, to_json
+from streamproc.runtime.queries import (
+    MAX_WINDOWS,
+    SHUTDOWN_TIMEOUT_S,
+    BadKey,
+    QueryServer,
+    TaskOwners,
+    decode_key,
+    to_json,
+)
 from streamproc.testing import TopologyTestDriver
 from topologies import currency, pageviews, sessions, wordcount
 
@@ -451,10 +460,15 @@ async def test_port_is_the_bound_ephemeral_port_and_stop_releases_it() -> None:
     await server.start()
     port = server.port
     assert port > 0
-    taken = QueryServer(backend, "127.0.0.1", port)
-    with pytest.raises(OSError, match=f"interactive queries cannot listen on 127.0.0.1:{port}"):
-        await taken.start()
-    await server.stop()
+    async with aiohttp.ClientSession() as session:     # a keep-alive connection is open when it stops
+        async with session.get(f"http://127.0.0.1:{port}/v1/stores") as r:
+            assert r.status == 200
+        taken = QueryServer(backend, "127.0.0.1", port)
+        with pytest.raises(OSError, match=f"interactive queries cannot listen on 127.0.0.1:{port}"):
+            await taken.start()
+        t0 = time.monotonic()
+        await server.stop()
+        assert time.monotonic() - t0 < SHUTDOWN_TIMEOUT_S + 0.5
     again = QueryServer(backend, "127.0.0.1", port)
     await again.start()
     assert again.port == port
