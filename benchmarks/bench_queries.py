@@ -26,8 +26,9 @@ While the loop processes, a query waits for the batches that run between the ste
 times; ``--batch`` trades that against processing overhead.
 
 Usage: ``python -m benchmarks.bench_queries [--keys N] [--store key_value|session] [--seconds S]
-[--concurrency C] [--batch B] [--loop uvloop|asyncio] [--quick]`` (uvloop by default, as the daemon). Asserts nothing about speed; exits non-zero if a query
-got anything but 200 (every queried key exists).
+[--concurrency C] [--batch B] [--loop uvloop|asyncio] [--quick]`` (uvloop by default, as the daemon).
+Asserts nothing about speed; exits non-zero if a query got anything but 200 (every queried key
+exists).
 """
 
 from __future__ import annotations
@@ -255,7 +256,8 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"1. processing alone:            {alone:10,.0f} records/s   ({alone_cpu:,.0f} per CPU second)")
         figures, _ = await queries_during(server.port, store, keys, args.seconds, args.concurrency)
         print(f"2. queries alone:               {summary(figures)}")
-        print(f"   CPU of this process per query: {figures['server_cpu'] / max(1, len(figures['latencies'])) * 1e6:,.0f} µs")
+        per_query = figures["server_cpu"] / max(1, len(figures["latencies"]))
+        print(f"   CPU of this process per query: {per_query * 1e6:,.0f} µs")
         bad = {s: n for s, n in figures["statuses"].items() if s != 200}
         busy, busy_cpu = await busy_neighbour_during(args.seconds, processor.run_for(args.seconds))
         print(f"   processing next to a busy process sending no queries (the control of 3): {busy:,.0f} records/s "

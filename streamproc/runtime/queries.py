@@ -29,7 +29,8 @@ bad parameter; 500 (``{"error"}``, logged) for anything else: a handler never ra
 
 Reads see the newest processed state of the in-memory store: effects of records processed but not
 committed yet included (which, under exactly-once, a crash could roll back). Handlers are short
-synchronous reads of one key, so a query never interleaves with a batch being processed.
+synchronous reads of one key, so a query never runs inside a ``Task.process`` call and never holds
+up processing for longer than that read.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ from ..serde import Serde
 from ..stores import VersionedRecord
 from .service import Service
 
-__all__ = ["MAX_WINDOWS", "RETRY_AFTER_S", "SHUTDOWN_TIMEOUT_S", "BadKey", "QueryBackend", "QueryServer", "StoreInfo", "TaskOwners",
-           "decode_key", "to_json"]
+__all__ = ["MAX_WINDOWS", "RETRY_AFTER_S", "SHUTDOWN_TIMEOUT_S", "BadKey", "QueryBackend", "QueryServer",
+           "StoreInfo", "TaskOwners", "decode_key", "to_json"]
 
 log = logging.getLogger(__name__)
 

@@ -307,7 +307,8 @@ async def test_key_value_store_answers_equal_the_counts_of_the_input_and_the_dri
 async def test_unknown_store_and_path_answer_404_naming_what_exists(serve: Any) -> None:
     client = await serve(Backend(Cluster(wordcount.build(), partitions=2)))
     status, body, _ = await client.get(key_path("word-count", "fox"))
-    assert status == 404 and body["error"] == "no store 'word-count' in this topology; its stores: ['word-counts-store']"
+    assert status == 404
+    assert body["error"] == "no store 'word-count' in this topology; its stores: ['word-counts-store']"
     status, body, _ = await client.get(key_path("word-count", "fox", "metadata"))
     assert status == 404 and "'word-counts-store'" in body["error"]
     status, body, _ = await client.get("/v2/stores")
