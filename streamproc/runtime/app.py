@@ -59,13 +59,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from aiokafka import ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import InconsistentGroupProtocolError
 
 from ..config import Config
 from ..engine.error_policy import ErrorPolicy, RecordError, Stage, classify, dead_letter_headers
 from ..engine.task import Task
 from ..errors import StreamprocError, TopicSetupError
 from .acks import InputProgress
-from .assignor import TaskAssignor
+from .assignor import TaskAssignor, TaskOwners
 from .client_logs import limit_client_logs
 from .commit import AtLeastOnceCommit, CommitMode, CommitSequence, TransactionalCommit
 from .consumer import AckService, InputConsumer
@@ -73,10 +74,12 @@ from .drops import DropReporter
 from .metrics import Metrics
 from .producer import OutputProducer, SendBuffer, to_bytes
 from .progress_log import ProgressLog
+from .queries import QueryServer
 from .restore import Restorer
 from .service import Service
 from .snapshot import Snapshots, save_on_shutdown
 from .task_manager import TaskManager
+from .tasks import TaskState
 from .topic_admin import TopicAdmin
 from .topics import RepartitionPurger, TopicPlan, apply_topic_config, check_existing_topics, plan_topics
 from .transactions import EOS_PRODUCER_DEFAULTS, Transactions
@@ -160,6 +163,9 @@ class StreamApp(Service):
                                         config.delivery_timeout_ms, config.shutdown_timeout_ms)
         self.input: InputConsumer | None = None
         self.assignor: TaskAssignor | None = None
+        #: interactive queries over HTTP (``query_port``; docs/queries.md)
+        self.queries = QueryServer(_QueryView(self), config.query_host, config.query_port) \
+            if config.query_port else None
         self.plan: TopicPlan | None = None
         #: sub-topologies that write repartition topics (their tasks are kept in step, task_manager.py)
         self._repartition_writers: frozenset[int] = frozenset()
@@ -188,6 +194,8 @@ class StreamApp(Service):
 
     def children(self) -> Sequence[Service]:
         kids: list[Service] = [self.metrics, self.producer, self.acks, self.purger, self.restorer]
+        if self.queries is not None:
+            kids.append(self.queries)
         if self.input is not None:
             kids.append(self.input)
         kids.append(self.committer)
@@ -438,8 +446,14 @@ class StreamApp(Service):
                     await self._punctuate()
             tasks.expire_suspended()
             self.progress_log.tick()
-            batch = await consumer.getmany(timeout_ms=tasks.poll_timeout_ms(cfg.poll_timeout_ms),
-                                           max_records=cfg.max_poll_records)
+            try:
+                batch = await consumer.getmany(timeout_ms=tasks.poll_timeout_ms(cfg.poll_timeout_ms),
+                                               max_records=cfg.max_poll_records)
+            except InconsistentGroupProtocolError:
+                raise StreamprocError(
+                    f"consumer group {cfg.application_id!r} has members that do not speak streamproc's group "
+                    f"protocol (an older streamproc version, which used Kafka's range assignor, or another "
+                    f"client): stop them before starting this version (docs/production.md)") from None
             epoch = self._epoch  # the records belong to the assignment current at return
             async with self.lock:
                 if epoch != self._epoch:
@@ -536,6 +550,7 @@ class StreamApp(Service):
 
     async def _on_revoked(self, revoked: set[TopicPartition]) -> None:
         self._epoch += 1
+        started = time.monotonic()
         try:
             async with self.lock:
                 affected = self.tasks.affected(revoked)
@@ -548,7 +563,7 @@ class StreamApp(Service):
                 await self.tasks.revoke(affected, committed)
                 self.committer.forget(list(revoked))
             if revoked:
-                log.info("revoked %d partition(s)", len(revoked))
+                log.info("revoked %d partition(s) in %.2f s", len(revoked), time.monotonic() - started)
         except Exception as exc:
             self._set_fatal(exc)
 
@@ -577,3 +592,37 @@ def _serde_name(serde: Any) -> str | None:
 def _log_send_failure(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled() and fut.exception() is not None:
         log.error("a punctuation send failed: %r", fut.exception())
+
+
+class _QueryView:
+    """What the query server asks the app (:class:`~streamproc.runtime.queries.QueryBackend`)."""
+
+    def __init__(self, app: StreamApp) -> None:
+        self._app = app
+
+    @property
+    def application_server(self) -> str:
+        return self._app.config.advertised_server
+
+    @property
+    def topology(self) -> Any:
+        return self._app.topology
+
+    @property
+    def application_id(self) -> str:
+        return self._app.config.application_id
+
+    def task_partitions(self, subtopology: int) -> int | None:
+        plan = self._app.plan
+        return None if plan is None else plan.subtopology_partitions.get(subtopology)
+
+    def owners(self, task: Any) -> TaskOwners:
+        assignor = self._app.assignor
+        return TaskOwners(None) if assignor is None else assignor.view.owners_of(task)
+
+    def local_task(self, task: Any) -> tuple[str, Any] | None:
+        mt = self._app.tasks.get(task)
+        if mt is None:
+            return None
+        running = mt.state is TaskState.RUNNING and mt.id not in self._app.tasks.failed
+        return ("running" if running else "restoring"), mt.task

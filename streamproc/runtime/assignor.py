@@ -14,10 +14,11 @@ A static member (``group_instance_id``) restarted within the session timeout get
 assignment back from the coordinator without a rebalance; the assignment bytes, and so its standby
 tasks and the group map, come back with it.
 
-Members also offer Kafka's ``range`` strategy, second (:class:`RangeFallback`): a group where some
-members run a version from before this assignor (``range`` only) still forms, with range
-assignments (co-partitioned too, but no standbys and no stickiness), until every member is
-upgraded; the coordinator then picks ``streamproc``, everybody's first choice.
+It is the only strategy offered: a group cannot mix members of this protocol with members of a
+version from before it (Kafka's ``range``); the coordinator refuses the newcomer, and the daemon
+stops with an error saying so (see docs/production.md). (Offering ``range`` second is not an
+option with aiokafka 0.14: it sends one JoinGroup per strategy, the second with other metadata,
+which makes the coordinator start a new rebalance every time two members join together.)
 """
 
 from __future__ import annotations
@@ -29,13 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka.coordinator.assignors.abstract import AbstractPartitionAssignor
-from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment, ConsumerProtocolMemberMetadata
 
 from ..engine.task import TaskId
 from .task_assignment import MemberState, assign_tasks
 
-__all__ = ["PROTOCOL_NAME", "GroupView", "LocalState", "RangeFallback", "TaskAssignor", "TaskOwners"]
+__all__ = ["PROTOCOL_NAME", "GroupView", "LocalState", "TaskAssignor", "TaskOwners"]
 
 log = logging.getLogger(__name__)
 
@@ -209,15 +209,3 @@ class TaskAssignor(AbstractPartitionAssignor):
                         "holding no state", member_id, exc)
             return MemberState(member_id, member_id)
 
-
-class RangeFallback(RangePartitionAssignor):
-    """Kafka's range strategy, offered after ours (see the module docstring); when the group uses
-    it, ``primary``'s view is cleared (no standbys, owners unknown)."""
-
-    def __init__(self, primary: TaskAssignor) -> None:
-        self.primary = primary
-
-    def on_assignment(self, assignment: ConsumerProtocolMemberAssignment) -> None:  # type: ignore[override]
-        log.warning("the group uses the range assignor (a member runs an older version): no standby tasks "
-                    "and no sticky assignment until every member is upgraded")
-        self.primary.view = GroupView()

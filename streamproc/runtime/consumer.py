@@ -20,7 +20,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 
 from ..purgatory import AckTracker, DelayedOperationPurgatory, Timer
-from .assignor import RangeFallback, TaskAssignor
+from .assignor import TaskAssignor
 from .service import Service
 
 __all__ = ["CONSUMER_DEFAULTS", "AckService", "InputConsumer", "stop_consumer"]
@@ -46,7 +46,7 @@ class InputConsumer(Service):
                  overrides: Mapping[str, Any], assignor: TaskAssignor) -> None:
         super().__init__()
         self._kwargs = {**CONSUMER_DEFAULTS, "max_poll_records": max_poll_records, **overrides,
-                        "partition_assignment_strategy": (assignor, RangeFallback(assignor))}
+                        "partition_assignment_strategy": (assignor,)}
         self._bootstrap = bootstrap_servers
         self._group = group_id
         self._client_id = client_id

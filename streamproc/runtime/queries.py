@@ -52,6 +52,7 @@ from ..processors.window_aggregate import ValueAndTimestamp
 from ..records import Windowed
 from ..serde import Serde
 from ..stores import VersionedRecord
+from .assignor import TaskOwners
 from .service import Service
 
 __all__ = ["MAX_WINDOWS", "RETRY_AFTER_S", "SHUTDOWN_TIMEOUT_S", "BadKey", "QueryBackend", "QueryServer",
@@ -65,16 +66,6 @@ MAX_WINDOWS = 10_000
 RETRY_AFTER_S = 1
 #: How long :meth:`QueryServer.stop` waits for requests in flight before closing their connections (s).
 SHUTDOWN_TIMEOUT_S = 2.0
-
-
-@dataclass(frozen=True)
-class TaskOwners:
-    """Who holds a task, from the group's last assignment."""
-
-    #: ``host:port`` (application_server) of the active owner; None = unassigned or unknown
-    active: str | None
-    #: ``host:port`` of the standby owners
-    standbys: tuple[str, ...] = ()
 
 
 class QueryBackend(Protocol):

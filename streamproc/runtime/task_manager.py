@@ -63,7 +63,7 @@ RecordErrorHandler = Callable[[Exception, TopicPartition, Any, SendBuffer, bool]
 ALIGN_SLICE_MS = 1_000
 #: How long a revocation waits for the changelogs' end offsets before closing the tasks instead of
 #: keeping them (brokers away: the rebalance must not wait for them).
-END_OFFSETS_TIMEOUT_S = 10.0
+END_OFFSETS_TIMEOUT_S = 3.0
 #: Seconds between two "waited max_task_idle_ms" warnings of one task.
 ENFORCED_LOG_INTERVAL_S = 60.0
 

@@ -293,36 +293,35 @@ async def test_a_static_member_restarted_in_time_causes_no_rebalance(kafka_boots
     await check_final_sessions(kafka_bootstrap, clicks, source, sink)
 
 
-async def test_a_group_with_a_range_only_member_still_forms(kafka_bootstrap: str, topic_factory: Any) -> None:
-    """A member of an older version offers only Kafka's range strategy: the group uses range (our
-    members offer it second), every partition is owned, and our instance runs its share without
-    standbys; once that member leaves, our own assignor takes over."""
+
+async def test_a_member_of_another_protocol_stops_the_daemon_with_a_clear_error(kafka_bootstrap: str,
+                                                                              topic_factory: Any) -> None:
+    """A member of an older version (Kafka's range strategy only) holds the group: the daemon cannot
+    join it and stops, saying why and what to do."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
+    from streamproc.config import Config
+    from streamproc.errors import StreamprocError
+    from streamproc.runtime.app import StreamApp
     from topologies import sessions
 
     source = await topic_factory(PARTITIONS, prefix="clicks")
     group = unique_name("mixed")
     old = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False,
-                           partition_assignment_strategy=(RangePartitionAssignor,), heartbeat_interval_ms=500)
+                           partition_assignment_strategy=(RangePartitionAssignor,))
     await old.start()
     old.subscribe([source])
     try:
-        async with running_app(sessions.build(input=source, output=unique_name("out")), kafka_bootstrap, group,
-                               num_standby_replicas=1, consumer_config={"heartbeat_interval_ms": 500}) as a:
-            async def both_own() -> bool:
-                await old.getmany(timeout_ms=100)
-                return len(old.assignment()) == 4 and len(a.tasks.running()) == 4
-
-            for _ in range(300):
-                if await both_own():
-                    break
-            assert len(old.assignment()) == 4 and len(a.tasks.running()) == 4
-            assert {tp.partition for tp in old.assignment()}.isdisjoint(mt.id.partition for mt in a.tasks.running())
-            assert a.metrics.value("streamproc_tasks", state="standby") == 0
-            await old.stop()
-            await wait_until(lambda: len(a.tasks.running()) == PARTITIONS, 60, "our instance to take every task")
-            assert a.assignor is not None and a.assignor.view.generation_known
+        for _ in range(100):
+            await old.getmany(timeout_ms=100)
+            if old.assignment():
+                break
+        assert old.assignment()
+        app = StreamApp(sessions.build(input=source, output=unique_name("out")),
+                        Config(application_id=group, bootstrap_servers=kafka_bootstrap, loop="asyncio"))
+        with pytest.raises(StreamprocError, match="older streamproc version") as err:
+            await asyncio.wait_for(app.run(), 60)
+        assert group in str(err.value) and "stop them" in str(err.value)
     finally:
         await old.stop()
