@@ -27,10 +27,9 @@ import socket
 import sys
 import time
 import uuid
-from typing import Any
 
 from benchmarks.bench_queries import busy_neighbour_during, queries_during, summary
-from benchmarks.harness import broker, create_topics, produce_batched
+from benchmarks.harness import create_topics, produce_batched, run_on_broker
 
 PARTITIONS = 4
 
@@ -129,9 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="200k records")
     args = ap.parse_args(argv)
     records = 200_000 if args.quick else args.records
-    with broker(os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip(), heap_opts="-Xmx1g -Xms512m",
-                stop_grace=5.0) as bootstrap:
-        return asyncio.run(main_async(bootstrap, records, args.keys, args.concurrency))
+    return run_on_broker(main_async, records, args.keys, args.concurrency)
 
 
 if __name__ == "__main__":

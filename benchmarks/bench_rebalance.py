@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.harness import broker, create_topics, produce_batched
+from benchmarks.harness import create_topics, produce_batched, run_on_broker
 
 PARTITIONS = 8
 SAMPLE_S = 0.005
@@ -213,10 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="100k sessions")
     args = ap.parse_args(argv)
     entries = 100_000 if args.quick else args.entries
-    with broker(os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip(), heap_opts="-Xmx1g -Xms512m",
-                stop_grace=5.0) as bootstrap:
-        asyncio.run(main_async(bootstrap, entries))
-    return 0
+    return run_on_broker(main_async, entries)
 
 
 if __name__ == "__main__":

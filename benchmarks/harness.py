@@ -30,7 +30,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -70,6 +70,14 @@ def broker(bootstrap: str | None, *, heap_opts: str | None = None, stop_grace: f
             handle.stop()
         else:
             handle.stop(grace=stop_grace)
+
+
+def run_on_broker(main_async: Callable[..., Awaitable[int | None]], *args: Any) -> int:
+    """``asyncio.run(main_async(bootstrap, *args))`` on ``$KAFKA_BOOTSTRAP_SERVERS`` or a local broker
+    started for it (1 GiB heap) and stopped after; the exit status it returns (0 for None)."""
+    with broker(os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip(), heap_opts="-Xmx1g -Xms512m",
+                stop_grace=5.0) as bootstrap:
+        return asyncio.run(main_async(bootstrap, *args)) or 0
 
 
 async def create_topics(bootstrap: str, names: Sequence[str], partitions: int = 1,

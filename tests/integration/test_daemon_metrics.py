@@ -5,23 +5,16 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import urllib.request
 from typing import Any
 
 import pytest
 
 from tests.integration.test_daemon_error_policies import BASE, topology
-from tests.support.daemon import read_topic, running_app, wait_until
+from tests.support.daemon import free_port, read_topic, running_app, wait_until
 from tests.support.kafka import Out, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 from typing import Any
 from urllib.parse import quote
 
@@ -15,19 +14,19 @@ import pytest
 
 from streamproc import TopologyTestDriver
 from streamproc.engine.partitioning import partition_for
-from streamproc.runtime.restore import Restorer
-from tests.support.daemon import committed_offsets, recent_base_ts, running_app, wait_until
+from tests.support.daemon import (
+    committed_offsets,
+    free_port,
+    recent_base_ts,
+    running_app,
+    throttle_restore,
+    wait_until,
+)
 from tests.support.kafka import Out, produce, unique_name
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 PARTITIONS = 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, Any, str | None]:
@@ -152,22 +151,7 @@ async def test_503_while_the_partition_restores(kafka_bootstrap: str, topic_fact
     async with running_app(topology, kafka_bootstrap, group):
         await wait_committed(kafka_bootstrap, group, clicks, last)
 
-    original_start = Restorer.on_start
-
-    async def throttled_start(self: Restorer) -> None:  # replay slowly: the restore surely takes seconds
-        await original_start(self)
-        consumer = self._consumer
-        assert consumer is not None
-        fetch = consumer.getmany
-
-        async def slow_getmany(*args: Any, **kwargs: Any) -> Any:
-            batch = await fetch(*args, **kwargs)
-            await asyncio.sleep(sum(map(len, batch.values())) * 300e-6)
-            return batch
-
-        consumer.getmany = slow_getmany  # type: ignore[method-assign]
-
-    monkeypatch.setattr(Restorer, "on_start", throttled_start)
+    throttle_restore(monkeypatch, lambda: 300e-6)  # replay slowly: the restore surely takes seconds
     port = free_port()
     key = data[-1][0]  # clicked last: its session is surely still kept
     url = f"http://127.0.0.1:{port}/v1/stores/{sessions.STORE}/keys/{key}"

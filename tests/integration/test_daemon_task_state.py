@@ -25,6 +25,7 @@ from streamproc.dsl import EmitStrategy
 from tests.support.daemon import (
     committed_offsets,
     expected_by_partition,
+    free_port,
     read_to_end,
     recent_base_ts,
     running_app,
@@ -150,14 +151,6 @@ async def test_tasks_that_stay_do_not_restore_and_returning_ones_restore_only_th
         await clicks.produce(8_000)
         await clicks.wait_committed(group)
     await check_final_sessions(kafka_bootstrap, clicks, source, sink)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int, name: str, **labels: str) -> float:

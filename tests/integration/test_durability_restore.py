@@ -17,7 +17,7 @@ import pytest
 from streamproc.engine.task import Task, TaskId
 from streamproc.records import Windowed
 from streamproc.runtime.restore import Restorer
-from tests.support.daemon import running_app, wait_until
+from tests.support.daemon import running_app, throttle_restore, wait_until
 from tests.support.durability import topic_configs
 from tests.support.kafka import Out, produce, topic_partitions, unique_name
 
@@ -98,22 +98,7 @@ async def test_rebalance_during_restore(kafka_bootstrap: str, topic_factory: Any
     # share this event loop, which must stay free): to 2.5k records/s until the second instance has
     # tasks, so the rebalance surely lands mid-restore however loaded the machine is, then 25k/s.
     second_assigned = False
-    original_start = Restorer.on_start
-
-    async def throttled_start(self: Restorer) -> None:
-        await original_start(self)
-        consumer = self._consumer
-        assert consumer is not None
-        fetch = consumer.getmany
-
-        async def slow_getmany(*args: Any, **kwargs: Any) -> Any:
-            batch = await fetch(*args, **kwargs)
-            await asyncio.sleep(sum(map(len, batch.values())) * (40e-6 if second_assigned else 400e-6))
-            return batch
-
-        consumer.getmany = slow_getmany  # type: ignore[method-assign]
-
-    monkeypatch.setattr(Restorer, "on_start", throttled_start)
+    throttle_restore(monkeypatch, lambda: 40e-6 if second_assigned else 400e-6)
     build = lambda: sessions.build(input=clicks, output=unique_name("stats"))
     metric = "streamproc_restored_records_total"
     fast_rebalance = {"heartbeat_interval_ms": 300}

@@ -178,3 +178,36 @@ def unreflected(inputs: Iterable[tuple[str, int]], outputs: Iterable[Any]) -> li
         v = json.loads(r.value)
         windows.setdefault(v["user"], []).append((v["start"], v["end"]))
     return [(u, ts) for u, ts in inputs if not any(s <= ts <= e for s, e in windows.get(u, ()))]
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 free right now (for a daemon's metrics or query endpoint)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def throttle_restore(monkeypatch: Any, seconds_per_record: Callable[[], float]) -> None:
+    """Slow down every Restorer started from now on (this test only): after each fetch of its
+    consumer, an asyncio sleep of ``seconds_per_record()`` per fetched record, so that a restore
+    surely takes long enough to be observed however fast or loaded the machine is."""
+    from streamproc.runtime.restore import Restorer
+
+    original_start = Restorer.on_start
+
+    async def throttled_start(self: Restorer) -> None:
+        await original_start(self)
+        consumer = self._consumer
+        assert consumer is not None
+        fetch = consumer.getmany
+
+        async def slow_getmany(*args: Any, **kwargs: Any) -> Any:
+            batch = await fetch(*args, **kwargs)
+            await asyncio.sleep(sum(map(len, batch.values())) * seconds_per_record())
+            return batch
+
+        consumer.getmany = slow_getmany
+
+    monkeypatch.setattr(Restorer, "on_start", throttled_start)
