@@ -58,18 +58,25 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import broker
-from benchmarks.peers import common, kafka_io, procs, report, venvs
+from benchmarks.peers import common, jvm, kafka_io, procs, report, venvs
 
 REPO = Path(__file__).resolve().parents[1]
 
 COMPUTES = {
     "passthrough": "consume → produce, no state",
     "streamproc": "session-window count (merging, grace), emit on close",
+    "kstreams": "Kafka Streams: the same topology, in-memory session store, default record cache",
+    "kstreams-nocache": "Kafka Streams: the same, record cache off (statestore.cache.max.bytes=0)",
+    "bytewax": "Bytewax fold_window + SessionWindower (per-user watermark; rest closed at end of input)",
     "quix": "session_window count, .final(), closing=partition (merging, RocksDB)",
     "quix-key": "same, Quix's default closing=key (a silent user's last session never closes)",
     "faust": "per-user session in a Table (no merging)",
 }
 TARGETS = {"quix": 2.0, "quix-key": 2.0, "faust": 5.0}
+#: Peers without a consumer group (the harness watches their output instead, see ``watch_output``).
+GROUPLESS = frozenset({"bytewax"})
+#: Peers without a latency run: Bytewax reads its input up to the end offsets it found at start.
+NO_LATENCY = frozenset({"bytewax"})
 
 
 def _load() -> str:
@@ -89,21 +96,43 @@ def _log(msg: str) -> None:
 # ---- one throughput run ------------------------------------------------------------------------
 
 
+def _read_ready(path: Path) -> tuple[float, float] | None:
+    """``(wall time, process CPU s)`` a group-less peer wrote at its first record, or None yet."""
+    try:
+        wall, cpu = path.read_text().split()
+        return float(wall), float(cpu)
+    except (OSError, ValueError):
+        return None
+
+
 async def _run_and_watch(run: procs.PeerRun, ends: dict[int, int], min_outputs: int, log: Path,
                          timeout: float, profile_out: Path | None = None) -> dict[str, Any]:
     proc = procs.PeerProcess(run, log)
     marks: dict[str, Any] = {}
+    ready_file = procs.ready_file(run) if run.peer in GROUPLESS else None
 
     def on_ready() -> None:
-        marks["cpu0"] = proc.cpu_seconds()
+        got = _read_ready(ready_file) if ready_file is not None else None
+        marks["cpu0"] = got[1] if got is not None else proc.cpu_seconds()
         if profile_out is not None:
             marks["spy"] = procs.PySpy(proc.pid, profile_out)
 
     progress = kafka_io.Progress()
     try:
-        await kafka_io.watch_group(run.bootstrap, run.group, run.source, ends, run.sink, run.partitions,
-                                   min_outputs, progress, alive=proc.alive, on_ready=on_ready, timeout=timeout)
-        cpu1 = proc.cpu_seconds()
+        if ready_file is not None:
+            def ready() -> float | None:
+                got = _read_ready(ready_file)
+                return got[0] if got is not None else None
+
+            await kafka_io.watch_output(run.bootstrap, run.sink, run.partitions, min_outputs, progress,
+                                        alive=proc.alive, ready=ready, on_ready=on_ready, timeout=timeout)
+        else:
+            await kafka_io.watch_group(run.bootstrap, run.group, run.source, ends, run.sink, run.partitions,
+                                       min_outputs, progress, alive=proc.alive, on_ready=on_ready, timeout=timeout)
+        try:
+            cpu1 = proc.cpu_seconds()
+        except OSError:  # already gone: its totals come from wait4 below
+            cpu1 = None
         folded = marks["spy"].stop() if "spy" in marks else None
     except BaseException as exc:
         if "spy" in marks:
@@ -113,6 +142,8 @@ async def _run_and_watch(run: procs.PeerRun, ends: dict[int, int], min_outputs: 
     proc.stop()
     assert progress.ready_at is not None and progress.done_at is not None
     ru = proc.rusage
+    if cpu1 is None:
+        cpu1 = ru.ru_utime + ru.ru_stime
     return {"seconds": progress.done_at - progress.ready_at, "cpu_s": cpu1 - marks["cpu0"],
             "second_half_records_per_s": progress.second_half_rate(),
             "cpu_total_s": ru.ru_utime + ru.ru_stime, "rss_mb": ru.ru_maxrss / 1024,
@@ -137,6 +168,52 @@ async def throughput(peer: str, bootstrap: str, source: str, ends: dict[int, int
     r.update(records=n, records_per_s=n / r["seconds"] if check.ok else None, unchecked_records_per_s=n / r["seconds"],
              cpu_us_per_record=1e6 * r["cpu_s"] / n, check_ok=check.ok, check=check.message)
     return r
+
+
+def _throughput_phase(size: int, peers: list[str], rows: dict[str, dict[str, Any]], limits: dict[str, int],
+                      max_records: dict[str, int], bootstrap: str, args: argparse.Namespace,
+                      workdir: Path) -> tuple[str, list[common.Click]]:
+    """``size`` clicks (+ the markers) on a fresh topic, then each peer's throughput run over them
+    (or over the first ``limits[peer]`` clicks; not at all above ``max_records[peer]``), results
+    into ``rows``. Returns the topic and the clicks."""
+    source = f"peers-clicks-{uuid.uuid4().hex[:6]}"
+    asyncio.run(kafka_io.create_topic(bootstrap, source, args.partitions))
+    clicks = common.generate_clicks(size, args.users, args.partitions, _partitioner())
+    clicks += common.flush_clicks(args.partitions, max(c.ts for c in clicks) + 10 * args.gap_ms + args.grace_ms)
+    t = time.perf_counter()
+    asyncio.run(kafka_io.produce_all(bootstrap, source, clicks))
+    ends = asyncio.run(kafka_io.end_offsets(bootstrap, source, args.partitions))
+    _log(f"input: {sum(ends.values()):,} records on {source} ({time.perf_counter() - t:.1f} s); broker {bootstrap}")
+    for peer in peers:
+        if size > max_records.get(peer, size):
+            rows[peer].update(skipped=True, check=f"not run at {size:,} clicks (--max-records {peer}="
+                                                  f"{max_records[peer]})")
+            _log(f"throughput: {peer} not run at {size:,} clicks (--max-records)")
+            continue
+        _log(f"throughput: {peer}, {size:,} clicks (load {_load()})")
+        try:
+            p_source, p_ends, p_clicks = source, ends, clicks
+            if limits.get(peer, size) < size:
+                # a separate topic holding the first N clicks of the same input (+ the markers)
+                p_source = f"{source}-first{limits[peer]}"
+                p_clicks = clicks[:limits[peer]] + clicks[-args.partitions:]
+                asyncio.run(kafka_io.create_topic(bootstrap, p_source, args.partitions))
+                asyncio.run(kafka_io.produce_all(bootstrap, p_source, p_clicks))
+                p_ends = asyncio.run(kafka_io.end_offsets(bootstrap, p_source, args.partitions))
+            r = asyncio.run(throughput(peer, bootstrap, p_source, p_ends, p_clicks, args, workdir))
+            if p_source != source:
+                r["check"] += f" (first {limits[peer]:,} clicks only)"
+                r["limited_to"] = limits[peer]
+            r.pop("folded", None)
+            rows[peer].update(r, load=_load())
+            fig = f"{r['records_per_s']:,.0f} records/s" if r["records_per_s"] else "NO FIGURE"
+            half = r["second_half_records_per_s"]
+            _log(f"  {peer}: {fig}, {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, RSS {r['rss_mb']:.0f} MB, "
+                 f"second half {f'{half:,.0f}' if half else 'n/a'} records/s; check {r['check']}")
+        except Exception as exc:  # noqa: BLE001 - one peer's failure is its row's, the others still run
+            rows[peer].update(check=f"run failed: {str(exc).splitlines()[0][:160]}", error=str(exc))
+            _log(f"  {peer} FAILED: {exc}")
+    return source, clicks
 
 
 # ---- one latency run ---------------------------------------------------------------------------
@@ -229,7 +306,8 @@ def _inproc(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes (about 2 minutes)")
-    ap.add_argument("--records", type=int, help="throughput input records (full 1,000,000; quick 20,000)")
+    ap.add_argument("--records", metavar="N[,N...]",
+                    help="throughput input records, one throughput run per size (full 1,000,000; quick 20,000)")
     ap.add_argument("--users", type=int, default=10_000)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--gap-ms", type=int, default=30 * 60_000)
@@ -237,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peers", default=",".join(common.PEERS), help=f"comma list of {','.join(common.PEERS)}")
     ap.add_argument("--limit", action="append", default=[], metavar="PEER=N",
                     help="throughput of PEER over the first N clicks only (default quix=60000, quick quix=5000)")
+    ap.add_argument("--max-records", action="append", default=[], metavar="PEER=N",
+                    help="run PEER's throughput only at sizes of at most N clicks (a slow peer at a large size)")
     ap.add_argument("--rate", dest="latency_rates", metavar="R[,R...]",
                     help="latency input records/s; the first is the table's (below every peer's saturation), "
                          "others are reported next to it (full 200,1000; quick 200)")
@@ -257,7 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--setup-only", action="store_true", help="build the peer venvs and exit")
     args = ap.parse_args(argv)
     q = args.quick
-    args.records = args.records or (20_000 if q else 1_000_000)
+    try:
+        sizes = [int(n.replace("_", "")) for n in (args.records or ("20000" if q else "1000000")).split(",")]
+    except ValueError:
+        ap.error(f"--records: expected N or N,N,..., got {args.records!r}")
+    if any(n <= 0 for n in sizes):
+        ap.error(f"--records: sizes must be > 0, got {sizes}")
+    args.records = sizes[0]
     try:
         rates = [int(r) for r in (args.latency_rates or ("200" if q else "200,1000")).split(",")]
     except ValueError:
@@ -279,19 +365,27 @@ def main(argv: list[str] | None = None) -> int:
         if name not in common.PEERS or not n.isdigit():
             ap.error(f"--limit: expected PEER=N with PEER in {', '.join(common.PEERS)}, got {item!r}")
         limits[name] = int(n)
+    max_records: dict[str, int] = {}
+    for item in args.max_records:
+        name, _, n = item.partition("=")
+        if name not in common.PEERS or not n.isdigit():
+            ap.error(f"--max-records: expected PEER=N with PEER in {', '.join(common.PEERS)}, got {item!r}")
+        max_records[name] = int(n)
     for p in peers:
         if p not in common.PEERS:
             ap.error(f"--peers: unknown peer {p!r}; expected some of {', '.join(common.PEERS)}")
 
     started = time.time()
-    needed = {"quix" if p.startswith("quix") else p for p in peers} & {"quix", "faust"}
+    needed = {"quix" if p.startswith("quix") else p for p in peers} & {"quix", "faust", "bytewax"}
     for name in sorted(needed) + ([] if args.no_profile else ["tools"]):
         venvs.ensure(name)
+    if any(p.startswith("kstreams") for p in peers):
+        jvm.ensure()
     if args.setup_only:
         return 0
     env = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "quick": q,
            "machine": f"{os.cpu_count()} cores, {platform.machine()}", "load_before": _load(),
-           "records": args.records, "users": args.users, "partitions": args.partitions, "gap_ms": args.gap_ms,
+           "records": args.records, "sizes": sizes, "users": args.users, "partitions": args.partitions, "gap_ms": args.gap_ms,
            "grace_ms": args.grace_ms, "latency_rate": args.latency_rate, "latency_rates": args.latency_rates,
            "latency_seconds": args.latency_seconds,
            "latency_gap_ms": args.latency_gap_ms, "latency_grace_ms": args.latency_grace_ms,
@@ -306,39 +400,15 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = stack.enter_context(broker(args.bootstrap))
         env["broker"] = bootstrap
 
-        # 1. throughput
-        source = f"peers-clicks-{uuid.uuid4().hex[:6]}"
-        asyncio.run(kafka_io.create_topic(bootstrap, source, args.partitions))
-        clicks = common.generate_clicks(args.records, args.users, args.partitions, _partitioner())
-        clicks += common.flush_clicks(args.partitions, max(c.ts for c in clicks) + 10 * args.gap_ms + args.grace_ms)
-        t = time.perf_counter()
-        asyncio.run(kafka_io.produce_all(bootstrap, source, clicks))
-        ends = asyncio.run(kafka_io.end_offsets(bootstrap, source, args.partitions))
-        _log(f"input: {sum(ends.values()):,} records on {source} ({time.perf_counter() - t:.1f} s); broker {bootstrap}")
-        for peer in peers:
-            _log(f"throughput: {peer} (load {_load()})")
-            try:
-                p_source, p_ends, p_clicks = source, ends, clicks
-                if limits.get(peer, args.records) < args.records:
-                    # a separate topic holding the first N clicks of the same input (+ the markers)
-                    p_source = f"{source}-first{limits[peer]}"
-                    p_clicks = clicks[:limits[peer]] + clicks[-args.partitions:]
-                    asyncio.run(kafka_io.create_topic(bootstrap, p_source, args.partitions))
-                    asyncio.run(kafka_io.produce_all(bootstrap, p_source, p_clicks))
-                    p_ends = asyncio.run(kafka_io.end_offsets(bootstrap, p_source, args.partitions))
-                r = asyncio.run(throughput(peer, bootstrap, p_source, p_ends, p_clicks, args, workdir))
-                if p_source != source:
-                    r["check"] += f" (first {limits[peer]:,} clicks only)"
-                    r["limited_to"] = limits[peer]
-                r.pop("folded", None)
-                rows[peer].update(r, load=_load())
-                fig = f"{r['records_per_s']:,.0f} records/s" if r["records_per_s"] else "NO FIGURE"
-                half = r["second_half_records_per_s"]
-                _log(f"  {peer}: {fig}, {r['seconds']:.1f} s, CPU {r['cpu_s']:.1f} s, RSS {r['rss_mb']:.0f} MB, "
-                     f"second half {f'{half:,.0f}' if half else 'n/a'} records/s; check {r['check']}")
-            except Exception as exc:
-                rows[peer].update(check=f"run failed: {str(exc).splitlines()[0][:160]}", error=str(exc))
-                _log(f"  {peer} FAILED: {exc}")
+        # 1. throughput, once per size; the profile and latency phases use the first size's input
+        size_rows: list[dict[str, dict[str, Any]]] = []
+        source, clicks = "", []
+        for size in sizes:
+            s_rows = rows if not size_rows else {p: {"peer": p, "computes": COMPUTES[p]} for p in peers}
+            size_rows.append(s_rows)
+            s_source, s_clicks = _throughput_phase(size, peers, s_rows, limits, max_records, bootstrap, args, workdir)
+            if len(size_rows) == 1:
+                source, clicks = s_source, s_clicks
 
         # 2. profiles (the first --profile-records clicks of the same input)
         results["profiles"] = {}
@@ -360,13 +430,13 @@ def main(argv: list[str] | None = None) -> int:
                 results["profiles"][peer] = prof
                 args.out.mkdir(parents=True, exist_ok=True)
                 (args.out / f"{peer}.folded").write_text(r["folded"] or "")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - reported in the profile's place
                 results["profiles"][peer] = {"error": str(exc)}
                 _log(f"  profile FAILED: {exc}")
 
         # 3. latency
         for rate in [] if args.no_latency else args.latency_rates:
-            for peer in peers:
+            for peer in [p for p in peers if p not in NO_LATENCY]:
                 _log(f"latency: {peer} at {rate}/s for {args.latency_seconds} s (load {_load()})")
                 try:
                     r = asyncio.run(latency(peer, bootstrap, rate, args, workdir))
@@ -377,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                         rows[peer].update(latency_p50_ms=lat["p50"], latency_p99_ms=lat["p99"])
                     _log(f"  {peer}: {r['latency_unchecked']} check {r['latency_check']}"
                          f"{'' if r['latency_ok'] else ' -> NO FIGURE'}")
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - reported in the peer's latency cell
                     rows[peer].setdefault("latency_by_rate", {})[rate] = {"error": str(exc)}
                     _log(f"  {peer} latency FAILED: {exc}")
 
@@ -393,24 +463,30 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    for r in rows.values():
-        if not r.get("check_ok") and r.get("check") and not str(r["check"]).startswith(("FAILED", "run failed")):
-            r["check"] = "FAILED: " + str(r["check"])
-        ratio = common.ratios(rows).get(r["peer"])
-        r["streamproc_ratio"] = ratio
+    for s_rows in size_rows:
+        for r in s_rows.values():
+            if r.get("skipped"):
+                continue
+            if not r.get("check_ok") and r.get("check") and not str(r["check"]).startswith(("FAILED", "run failed")):
+                r["check"] = "FAILED: " + str(r["check"])
+            r["streamproc_ratio"] = common.ratios(s_rows).get(r["peer"])
+            r["passthrough_share"] = common.passthrough_shares(list(s_rows.values())).get(r["peer"])
+    for peer in NO_LATENCY & set(rows):
+        rows[peer]["latency_note"] = "not measured (no consumer group; reads its input to the end offsets)"
     results["targets"] = {p: {"ratio": rows[p]["streamproc_ratio"], "target": TARGETS[p],
                               "met": rows[p]["streamproc_ratio"] >= TARGETS[p]}
                           for p in TARGETS if p in rows and rows[p].get("streamproc_ratio")}
     env["load_after"] = _load()
     env["seconds"] = round(time.time() - started, 1)
     results["rows"] = list(rows.values())
+    results["sizes"] = [{"records": n, "rows": list(r.values())} for n, r in zip(sizes, size_rows)]
     j, md, png = report.write(results, args.out)
     text = md.read_text()
     print("\n" + text)
-    print(f"written: {j}, {md}, {png} ({env['seconds']:.0f} s in all)")
+    print(f"written: {j}, {md}{f', {png}' if png else ''} ({env['seconds']:.0f} s in all)")
     if args.publish:
         report.publish(text, png, REPO)
-        print("published: docs/benchmarks.md, docs/img/" + report.CHART_NAME)
+        print("published: docs/benchmarks.md" + (", docs/img/" + report.CHART_NAME if png else ""))
     return 0
 
 
