@@ -179,7 +179,8 @@ def _throughput_phase(size: int, peers: list[str], rows: dict[str, dict[str, Any
     source = f"peers-clicks-{uuid.uuid4().hex[:6]}"
     asyncio.run(kafka_io.create_topic(bootstrap, source, args.partitions))
     clicks = common.generate_clicks(size, args.users, args.partitions, _partitioner())
-    clicks += common.flush_clicks(args.partitions, max(c.ts for c in clicks) + 10 * args.gap_ms + args.grace_ms)
+    clicks += common.flush_clicks(args.partitions, common.marker_ts(max(c.ts for c in clicks), args.gap_ms,
+                                                                    args.grace_ms))
     t = time.perf_counter()
     asyncio.run(kafka_io.produce_all(bootstrap, source, clicks))
     ends = asyncio.run(kafka_io.end_offsets(bootstrap, source, args.partitions))
@@ -238,7 +239,7 @@ async def latency(peer: str, bootstrap: str, rate: int, args: argparse.Namespace
         await tail.start()
         clicks = await kafka_io.produce_at_rate(bootstrap, source, rate, args.latency_seconds,
                                                 args.users, args.partitions, _partitioner())
-        flush = common.flush_clicks(args.partitions, clicks[-1].ts + 10 * gap + grace + 10)
+        flush = common.flush_clicks(args.partitions, common.marker_ts(max(c.ts for c in clicks), gap, grace))
         await kafka_io.produce_flush(bootstrap, source, flush)
         all_clicks = clicks + flush
         expected = common.expected_sessions(peer, all_clicks, gap, grace)

@@ -23,6 +23,7 @@ from typing import Any
 __all__ = [
     "CLOSE_RULES",
     "FLUSH_PREFIX",
+    "MARKER_GAPS",
     "PEERS",
     "STREAMPROC_FORMAT",
     "CheckResult",
@@ -36,6 +37,7 @@ __all__ = [
     "generate_clicks",
     "is_flush",
     "latency_summary",
+    "marker_ts",
     "merged_sessions",
     "parse_output",
     "passthrough_shares",
@@ -43,6 +45,7 @@ __all__ = [
     "ratios",
     "render_summary",
     "render_table",
+    "session_store_retention",
 ]
 
 MIN_MS = 60_000
@@ -142,6 +145,27 @@ def flush_clicks(partitions: int, after_ts: int) -> list[Click]:
     """One end-of-input marker per partition, far past every close rule, so every peer emits all
     the sessions of the real clicks. Its key starts with :data:`FLUSH_PREFIX`; checks ignore it."""
     return [Click(f"{FLUSH_PREFIX}{p}".encode(), b'{"flush":true}', after_ts, p) for p in range(partitions)]
+
+
+#: The end-of-input marker comes this many gaps (+ grace) after the last click: past every peer's close rule.
+MARKER_GAPS = 10
+
+
+def marker_ts(last_ts: int, gap: int, grace: int) -> int:
+    """The end-of-input markers' timestamp for an input whose latest click is at ``last_ts``."""
+    return last_ts + MARKER_GAPS * gap + grace + 10
+
+
+def session_store_retention(gap: int, grace: int) -> int:
+    """Retention of Kafka Streams' in-memory session store in the benchmark (ms).
+
+    Kafka Streams' in-memory session store drops every session whose end is more than its retention
+    behind stream time before the emit-on-close step looks for closed sessions; with the default
+    retention (``gap + grace``) that is exactly the sessions due to be emitted, so it would emit
+    nothing. The retention must cover ``gap + grace`` plus the largest step of stream time between two
+    records of a task: here the jump to the end-of-input marker (:func:`marker_ts`), plus one gap
+    for the distance between a partition's latest click and the input's."""
+    return gap + grace + (MARKER_GAPS + 1) * gap + grace + 10
 
 
 def is_flush(user: str) -> bool:
@@ -363,9 +387,10 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def passthrough_shares(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """``records_per_s`` of each peer with a figure ÷ the passthrough's (the ceiling), by peer."""
-    base = next((r.get("records_per_s") for r in rows if r.get("peer") == "passthrough"), None)
-    return {str(r["peer"]): r["records_per_s"] / base for r in rows if base and r.get("records_per_s")}
+    """``records_per_s`` of each peer whose output check passed ÷ the passthrough's (the ceiling)."""
+    base = next((r.get("records_per_s") for r in rows if r.get("peer") == "passthrough" and r.get("check_ok")), None)
+    return {str(r["peer"]): r["records_per_s"] / base for r in rows
+            if base and r.get("records_per_s") and r.get("check_ok")}
 
 
 def render_summary(sizes: Sequence[Mapping[str, Any]], labels: Mapping[str, str] | None = None) -> str:
@@ -373,8 +398,8 @@ def render_summary(sizes: Sequence[Mapping[str, Any]], labels: Mapping[str, str]
 
     ``sizes`` = ``[{"records": N, "rows": [row, ...]}, ...]`` (rows as in :func:`render_table`).
     Per size: records/s, that ÷ the passthrough's records/s, CPU µs/record, peak RSS MB, and
-    ``ok``/``FAILED``/``–`` for the output check (a figure counts only when the check passed; a peer
-    not run at a size shows ``not run``). Peers appear in the order of their first appearance.
+    ``ok``/``FAILED``/``–`` for the output check (figures only when the check passed, else ``–``; a
+    peer not run at a size shows ``not run``). Peers appear in the order of their first appearance.
     """
     labels = labels or {}
     peers: list[str] = []
@@ -398,9 +423,10 @@ def render_summary(sizes: Sequence[Mapping[str, Any]], labels: Mapping[str, str]
             check = "ok" if row.get("check_ok") else ("FAILED" if row.get("check") else "–")
             if row.get("limited_to"):
                 check += f" (first {row['limited_to']:,} clicks)"
-            cells += [_fmt(row.get("records_per_s"), ",.0f"), _fmt(share, ".2f"),
-                      _fmt(row.get("cpu_us_per_record") if row.get("check_ok") else None, ".1f"),
-                      _fmt(row.get("rss_mb"), ",.0f"), check]
+            ok = bool(row.get("check_ok"))
+            cells += [_fmt(row.get("records_per_s") if ok else None, ",.0f"), _fmt(share if ok else None, ".2f"),
+                      _fmt(row.get("cpu_us_per_record") if ok else None, ".1f"),
+                      _fmt(row.get("rss_mb") if ok else None, ",.0f"), check]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

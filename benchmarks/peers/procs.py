@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jvm, venvs
+from .common import session_store_retention
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -73,7 +74,7 @@ def command(run: PeerRun) -> tuple[list[str], dict[str, str]]:
                 "--bootstrap", run.bootstrap, "--application-id", run.group, "--input", run.source,
                 "--output", run.sink, "--gap-ms", str(run.gap_ms), "--grace-ms", str(run.grace_ms),
                 "--state-dir", str(run.workdir / f"kstreams-state-{run.group}"), "--commit-interval-ms", "1000",
-                *cache], env
+                "--retention-ms", str(session_store_retention(run.gap_ms, run.grace_ms)), *cache], env
     if run.peer == "bytewax":
         return [str(venvs.python("bytewax")), str(HERE / "bytewax_app.py"), "--bootstrap", run.bootstrap,
                 "--input", run.source, "--output", run.sink, "--gap-ms", str(run.gap_ms),

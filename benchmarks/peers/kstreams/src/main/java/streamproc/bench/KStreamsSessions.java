@@ -32,7 +32,7 @@ import org.apache.kafka.streams.state.Stores;
  *
  * <p>Topology: {@code stream(input, String key, JSON value) -> groupByKey ->
  * windowedBy(SessionWindows.ofInactivityGapAndGrace(gap, grace)) -> emitStrategy(onWindowClose) ->
- * count(in-memory session store "session-clicks", retention gap + grace) -> toStream ->
+ * count(in-memory session store "session-clicks", retention --retention-ms) -> toStream ->
  * filter(value != null) -> map(user, {"user","start","end","clicks","duration_ms"}) -> to(output)}.
  * Output key = user id (string), value = that JSON object (start and end inclusive, epoch ms),
  * timestamp = session end: the same records streamproc writes.
@@ -42,13 +42,23 @@ import org.apache.kafka.streams.state.Stores;
  * (Kafka Streams' own default is 100), consumer {@code fetch.max.wait.ms=100},
  * {@code max.partition.fetch.bytes=4 MiB}, {@code max.poll.records=5000}, earliest offset reset.
  * {@code --cache-bytes N} sets {@code statestore.cache.max.bytes} (0 = no record cache; absent = the
- * default 10 MiB). The internal {@code emit.interval.ms.kstreams.windowed.aggregation} is 0: Kafka
+ * default 10 MiB); Kafka Streams itself leaves the record cache off for a session store that emits
+ * on window close, so the setting changes nothing in this topology (no other store).
+ *
+ * <p>{@code --retention-ms} (default gap + grace) is the session store's retention. The in-memory
+ * session store drops the sessions that ended more than the retention before stream time before
+ * the emit-on-close step fetches the closed ones; with gap + grace those are exactly the sessions
+ * due, so nothing would ever be emitted. The harness passes gap + grace + the largest stream-time
+ * step between two records of a task (the jump to its end-of-input marker, plus one gap).
+ *
+ * <p>The internal {@code emit.interval.ms.kstreams.windowed.aggregation} is 0: Kafka
  * Streams otherwise looks for closed sessions at most once per second of wall-clock time and only
  * when a record arrives, so the sessions closed by the last record of a partition (the benchmark's
  * end-of-input marker) would never be emitted; streamproc looks after every record.
  *
  * <p>Usage: {@code java -cp CLASSPATH streamproc.bench.KStreamsSessions --bootstrap B --application-id G
- * --input T --output T --gap-ms N --grace-ms N --state-dir DIR [--cache-bytes N] [--commit-interval-ms N]}.
+ * --input T --output T --gap-ms N --grace-ms N --state-dir DIR [--retention-ms N] [--cache-bytes N]
+ * [--commit-interval-ms N]}.
  * Runs until SIGTERM (the shutdown hook closes the streams client: last commit, clean leave); exits 1
  * if the client dies.
  */
@@ -101,6 +111,7 @@ public final class KStreamsSessions {
         final long gap = Long.parseLong(arg(args, "--gap-ms", null));
         final long grace = Long.parseLong(arg(args, "--grace-ms", null));
         final String cacheBytes = arg(args, "--cache-bytes", "");
+        final long retention = Long.parseLong(arg(args, "--retention-ms", String.valueOf(gap + grace)));
 
         final Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, arg(args, "--application-id", null));
@@ -123,7 +134,7 @@ public final class KStreamsSessions {
 
         final StreamsBuilder builder = new StreamsBuilder();
         final Materialized<String, Long, SessionStore<Bytes, byte[]>> store =
-            Materialized.<String, Long>as(Stores.inMemorySessionStore("session-clicks", Duration.ofMillis(gap + grace)))
+            Materialized.<String, Long>as(Stores.inMemorySessionStore("session-clicks", Duration.ofMillis(retention)))
                 .withKeySerde(Serdes.String())
                 .withValueSerde(Serdes.Long());
         builder.stream(input, Consumed.with(Serdes.String(), jsonSerde()))
