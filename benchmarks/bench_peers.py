@@ -1,11 +1,20 @@
-"""streamproc side by side with Quix Streams, faust-streaming and a raw aiokafka passthrough.
+"""streamproc side by side with Kafka Streams, Bytewax, Quix Streams, faust-streaming and a raw
+aiokafka passthrough.
 
-One broker, one input, the peers one after another (each in its own process; Quix and faust in
-their own venvs with pinned versions, built on first use under ``~/.cache/streamproc/peer-venvs``):
+One broker, one input, the peers one after another (each in its own process; Bytewax, Quix and
+faust in their own venvs with pinned versions, built on first use under
+``~/.cache/streamproc/peer-venvs``; the Kafka Streams peer built with ``mvn`` on first use under
+``~/.cache/streamproc/kstreams-peer``, ``peers/jvm.py``):
 
 * **passthrough** (the ceiling): aiokafka consume -> produce, no deserialisation, no state;
 * **streamproc**: ``streamproc run`` of ``topologies.sessions`` (session-window count, gap 30 min,
   grace 5 min, change-logged in-memory store, emit on window close);
+* **kstreams** / **kstreams-nocache**: the same topology in Java on kafka-streams 4.3.1
+  (``peers/kstreams/``: in-memory session store, emit on window close, one stream thread), with the
+  default record cache and with ``statestore.cache.max.bytes=0``; **kstreams-rocksdb**: the same
+  with the store Kafka Streams picks itself for emit-on-close (RocksDB, indexed by session end);
+* **bytewax**: Bytewax 0.21.1, Kafka source (read to the end offsets), ``fold_window`` with a
+  ``SessionWindower`` on an event-time clock kept per user, Kafka sink (``peers/bytewax_app.py``);
 * **quix**: ``session_window(gap, grace).count().final(closing_strategy="partition")`` (the same
   semantics as streamproc); **quix-key**: the same with Quix's default ``closing_strategy="key"``;
 * **faust**: faust has no session windows; a change-logged ``Table`` holds each user's open session,
@@ -13,14 +22,17 @@ their own venvs with pinned versions, built on first use under ``~/.cache/stream
 
 Phases:
 
-1. **throughput**: ``--records`` clicks of ``--users`` users on ``--partitions`` partitions, plus one
-   end-of-input marker per partition that closes every session. Each peer consumes all of it in its
-   own consumer group. The clock runs from "the group is Stable" to "every input offset is committed
-   and the output holds all the expected records" (polled every 50 ms). CPU seconds are the peer
+1. **throughput**, once per size of ``--records N[,N...]``: N clicks of ``--users`` users on
+   ``--partitions`` partitions, plus one end-of-input marker per partition that closes every
+   session. Each peer consumes all of it in its own consumer group. The clock runs from "the group
+   is Stable" to "every input offset is committed and the output holds all the expected records"
+   (polled every 50 ms); for Bytewax, which has no consumer group, from its first record (it
+   writes the time to a file) to "the output holds all the expected records". CPU seconds are the peer
    process's over that window (``/proc``); peak RSS is its lifetime maximum. The output is then read
    back and compared, session by session, with what that peer's own rules must produce from the
    input; a peer whose output is wrong gets no figure. ``--limit PEER=N`` gives a peer too slow for
-   the whole input (Quix with partition closing: default N = 60,000) the first N clicks instead.
+   the whole input (Quix with partition closing: default N = 60,000) the first N clicks instead;
+   ``--max-records PEER=N`` leaves a peer out at sizes above N.
 2. **profile** (``--profile PEERS``, default streamproc; ``--no-profile``): the peer again over the
    first ``--profile-records`` clicks under ``py-spy record`` attached to it (top frames by self
    samples, top functions of the peer's own package by inclusive samples).
@@ -28,13 +40,15 @@ Phases:
    every peer's saturation) for ``--latency-seconds``, event time = produce time, gap
    ``--latency-gap-ms``. A session's latency is the time from producing the input click that made it
    due under that peer's close rule (``peers/common.py``: ``TriggerIndex``) to reading its output
-   record; p50/p99 over all sessions that a real click closed.
+   record; p50/p99 over all sessions that a real click closed. Not for Bytewax (it reads its input
+   only up to the end offsets it found at start).
 4. **in-process**: ``bench_task_path.py``'s sessions ``Task`` path vs a hand-written sessionizer,
    ``--inproc-records`` records, no Kafka.
 
 Writes ``results.json``, ``results.md`` and ``bench-peers.png`` into ``--out`` (default
-``bench-results/peers``); ``--publish`` also copies the report and chart into ``docs/benchmarks.md``
-and ``docs/img/``. ``--quick`` = small sizes (about 2 minutes). Broker: ``--bootstrap`` or
+``bench-results/peers``); the chart only when matplotlib is installed (otherwise one line says it
+was skipped: ``benchmarks/charts.py``). ``--publish`` also copies the report and chart into
+``docs/benchmarks.md`` and ``docs/img/``. ``--quick`` = small sizes (about 3 minutes). Broker: ``--bootstrap`` or
 ``$KAFKA_BOOTSTRAP_SERVERS``, else a local one (``scripts/kafka/localkafka.py``), stopped at the end.
 
 Run from the repository root: ``python -m benchmarks.bench_peers [--quick] [--peers passthrough,streamproc]``.
@@ -67,6 +81,7 @@ COMPUTES = {
     "streamproc": "session-window count (merging, grace), emit on close",
     "kstreams": "Kafka Streams: the same topology, in-memory session store, default record cache",
     "kstreams-nocache": "Kafka Streams: the same, record cache off (statestore.cache.max.bytes=0)",
+    "kstreams-rocksdb": "Kafka Streams: the same with its default store for emit-on-close (RocksDB, by end time)",
     "bytewax": "Bytewax fold_window + SessionWindower (per-user watermark; rest closed at end of input)",
     "quix": "session_window count, .final(), closing=partition (merging, RocksDB)",
     "quix-key": "same, Quix's default closing=key (a silent user's last session never closes)",
@@ -306,7 +321,7 @@ def _inproc(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small sizes (about 2 minutes)")
+    ap.add_argument("--quick", action="store_true", help="small sizes (about 3 minutes)")
     ap.add_argument("--records", metavar="N[,N...]",
                     help="throughput input records, one throughput run per size (full 1,000,000; quick 20,000)")
     ap.add_argument("--users", type=int, default=10_000)
@@ -335,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"))
     ap.add_argument("--out", type=Path, default=REPO / "bench-results" / "peers")
     ap.add_argument("--publish", action="store_true", help="copy the report and chart into docs/")
-    ap.add_argument("--setup-only", action="store_true", help="build the peer venvs and exit")
+    ap.add_argument("--setup-only", action="store_true", help="build the peer venvs and the Kafka Streams peer, exit")
     args = ap.parse_args(argv)
     q = args.quick
     try:

@@ -75,10 +75,11 @@ class Session:
 
 
 #: Peers in the order the harness runs them; the first is the ceiling, not a stream processor.
-PEERS = ("passthrough", "streamproc", "kstreams", "kstreams-nocache", "bytewax", "quix", "quix-key", "faust")
+PEERS = ("passthrough", "streamproc", "kstreams", "kstreams-nocache", "kstreams-rocksdb", "bytewax", "quix",
+         "quix-key", "faust")
 
 #: Peers that write streamproc's output format (``{"user", "start", "end", "clicks", ...}``).
-STREAMPROC_FORMAT = ("streamproc", "kstreams", "kstreams-nocache", "bytewax", "faust")
+STREAMPROC_FORMAT = ("streamproc", "kstreams", "kstreams-nocache", "kstreams-rocksdb", "bytewax", "faust")
 
 #: How each peer decides which clicks share a session and when a session is emitted.
 #: ``sessions``: ``merge`` = event-time sessions (out-of-order clicks merge sessions); ``arrival`` =
@@ -95,6 +96,8 @@ CLOSE_RULES: dict[str, dict[str, Any]] = {
     "kstreams": {"sessions": "merge", "scope": "partition", "marker_closes": True,
                  "close_after": lambda last, gap, grace: last + gap + grace + 1},
     "kstreams-nocache": {"sessions": "merge", "scope": "partition", "marker_closes": True,
+                         "close_after": lambda last, gap, grace: last + gap + grace + 1},
+    "kstreams-rocksdb": {"sessions": "merge", "scope": "partition", "marker_closes": True,
                          "close_after": lambda last, gap, grace: last + gap + grace + 1},
     # Bytewax's SessionWindower under an EventClock kept per key (peers/bytewax_app.py): closed when
     # the user's watermark (latest click - grace) passes last + gap; the end of input closes the rest

@@ -67,14 +67,15 @@ def command(run: PeerRun) -> tuple[list[str], dict[str, str]]:
         return [str(venvs.python("quix")), str(HERE / "quix_app.py"), "--bootstrap", run.bootstrap,
                 "--group", run.group, "--input", run.source, "--output", run.sink, "--gap-ms", str(run.gap_ms),
                 "--grace-ms", str(run.grace_ms), "--state-dir", str(state), "--closing", "key" if run.peer == "quix-key" else "partition"], env
-    if run.peer in ("kstreams", "kstreams-nocache"):
+    if run.peer.startswith("kstreams"):
         # JVM defaults (heap, GC) as a user gets them; slf4j-simple at WARN keeps the log short
         cache = ["--cache-bytes", "0"] if run.peer == "kstreams-nocache" else []
+        store = ["--store", "rocksdb"] if run.peer == "kstreams-rocksdb" else []
         return ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", jvm.classpath(), jvm.MAIN_CLASS,
                 "--bootstrap", run.bootstrap, "--application-id", run.group, "--input", run.source,
                 "--output", run.sink, "--gap-ms", str(run.gap_ms), "--grace-ms", str(run.grace_ms),
                 "--state-dir", str(run.workdir / f"kstreams-state-{run.group}"), "--commit-interval-ms", "1000",
-                "--retention-ms", str(session_store_retention(run.gap_ms, run.grace_ms)), *cache], env
+                "--retention-ms", str(session_store_retention(run.gap_ms, run.grace_ms)), *cache, *store], env
     if run.peer == "bytewax":
         return [str(venvs.python("bytewax")), str(HERE / "bytewax_app.py"), "--bootstrap", run.bootstrap,
                 "--input", run.source, "--output", run.sink, "--gap-ms", str(run.gap_ms),

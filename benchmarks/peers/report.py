@@ -20,8 +20,10 @@ LABELS = {"passthrough": "aiokafka passthrough\n(ceiling)", "streamproc": "strea
           "quix": "Quix Streams\n(closing=partition)",
           "quix-key": "Quix Streams\n(closing=key)", "faust": "faust-streaming",
           "kstreams": "Kafka Streams\n(record cache)", "kstreams-nocache": "Kafka Streams\n(no cache)",
+          "kstreams-rocksdb": "Kafka Streams\n(RocksDB store)",
           "bytewax": "Bytewax"}
 COLORS = {"passthrough": "#9e9e9e", "streamproc": "#1f77b4", "kstreams": "#d62728", "kstreams-nocache": "#e377c2",
+          "kstreams-rocksdb": "#8c564b",
           "bytewax": "#9467bd", "quix": "#ff7f0e", "quix-key": "#ffbb78", "faust": "#2ca02c"}
 
 

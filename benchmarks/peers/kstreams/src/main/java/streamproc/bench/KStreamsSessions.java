@@ -45,6 +45,10 @@ import org.apache.kafka.streams.state.Stores;
  * default 10 MiB); Kafka Streams itself leaves the record cache off for a session store that emits
  * on window close, so the setting changes nothing in this topology (no other store).
  *
+ * <p>{@code --store memory} (default) is the in-memory session store ({@code Stores.inMemorySessionStore});
+ * {@code --store rocksdb} leaves the choice to Kafka Streams, which for emit-on-close picks its
+ * RocksDB session store indexed by session end.
+ *
  * <p>{@code --retention-ms} (default gap + grace) is the session store's retention. The in-memory
  * session store drops the sessions that ended more than the retention before stream time before
  * the emit-on-close step fetches the closed ones; with gap + grace those are exactly the sessions
@@ -57,7 +61,7 @@ import org.apache.kafka.streams.state.Stores;
  * end-of-input marker) would never be emitted; streamproc looks after every record.
  *
  * <p>Usage: {@code java -cp CLASSPATH streamproc.bench.KStreamsSessions --bootstrap B --application-id G
- * --input T --output T --gap-ms N --grace-ms N --state-dir DIR [--retention-ms N] [--cache-bytes N]
+ * --input T --output T --gap-ms N --grace-ms N --state-dir DIR [--store memory|rocksdb] [--retention-ms N] [--cache-bytes N]
  * [--commit-interval-ms N]}.
  * Runs until SIGTERM (the shutdown hook closes the streams client: last commit, clean leave); exits 1
  * if the client dies.
@@ -133,10 +137,18 @@ public final class KStreamsSessions {
         props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
 
         final StreamsBuilder builder = new StreamsBuilder();
-        final Materialized<String, Long, SessionStore<Bytes, byte[]>> store =
-            Materialized.<String, Long>as(Stores.inMemorySessionStore("session-clicks", Duration.ofMillis(retention)))
-                .withKeySerde(Serdes.String())
-                .withValueSerde(Serdes.Long());
+        final String storeType = arg(args, "--store", "memory");
+        final Materialized<String, Long, SessionStore<Bytes, byte[]>> store;
+        if ("memory".equals(storeType)) {
+            store = Materialized.<String, Long>as(Stores.inMemorySessionStore("session-clicks", Duration.ofMillis(retention)));
+        } else if ("rocksdb".equals(storeType)) {
+            // Kafka Streams' own choice for a session store that emits on close: RocksDB, indexed by end time
+            store = Materialized.<String, Long, SessionStore<Bytes, byte[]>>as("session-clicks")
+                .withRetention(Duration.ofMillis(retention));
+        } else {
+            throw new IllegalArgumentException("--store: memory or rocksdb, got " + storeType);
+        }
+        store.withKeySerde(Serdes.String()).withValueSerde(Serdes.Long());
         builder.stream(input, Consumed.with(Serdes.String(), jsonSerde()))
             .groupByKey()
             .windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(gap), Duration.ofMillis(grace)))
