@@ -47,7 +47,7 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str, rate: int =
         peers += [r["peer"] for r in g["rows"] if r["peer"] not in peers]
     names = [LABELS.get(p, p) for p in peers]
     colors = [COLORS.get(p, "#7f7f7f") for p in peers]
-    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
+    fig, axes = plt.subplots(2, 2, figsize=(16, 10))
     thousands = FuncFormatter(lambda v, _: f"{v:,.0f}")
     width = 0.8 / len(groups)
 
@@ -66,8 +66,10 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str, rate: int =
                 limited = (by_peer.get(p) or {}).get("limited_to")
                 text = (format(v, fmt) + (f"\n(first {limited:,})" if limited else "")) if v else \
                     ("not run" if p not in by_peer or by_peer[p].get("skipped") else "no figure")
-                ax.annotate(text, (rect.get_x() + rect.get_width() / 2, rect.get_height()), ha="center",
-                            va="bottom", fontsize=6.5 if len(groups) > 1 else 8)
+                base = rect.get_height() if v else 0.02
+                ax.annotate(text, (rect.get_x() + rect.get_width() / 2, base), ha="center", va="bottom",
+                            xycoords="data" if v else ("data", "axes fraction"),
+                            fontsize=6.5 if len(groups) > 1 else 8, rotation=0 if v else 90)
         if present and max(present) / min(present) > 30:
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(thousands)
@@ -77,7 +79,7 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str, rate: int =
             label += "; " + ", ".join(f"{'solid' if i == 0 else 'hatched'}: {g['records']:,} clicks"
                                       for i, g in enumerate(groups))
         ax.set_title(label, fontsize=9)
-        ax.set_xticks(list(range(len(peers))), names)
+        ax.set_xticks(list(range(len(peers))), names, rotation=30, ha="right", rotation_mode="anchor")
         ax.tick_params(axis="x", labelsize=7)
 
     bars(axes[0][0], "records_per_s", "throughput, records/s (higher is better)", ",.0f")
@@ -96,9 +98,9 @@ def chart(rows: Sequence[Mapping[str, Any]], path: Path, title: str, rate: int =
         if b:
             ax.annotate(f"{b:,.0f}", (x + 0.2, b), ha="center", va="bottom", fontsize=7)
         if not a and not b:
-            ax.annotate("no figure", (x, 0.02), xycoords=("data", "axes fraction"), ha="center", va="bottom",
+            ax.annotate("not measured" if (by_peer.get(peers[x]) or {}).get("latency_note") else "no figure", (x, 0.02), xycoords=("data", "axes fraction"), ha="center", va="bottom",
                         fontsize=8)
-    ax.set_xticks(list(xs), names)
+    ax.set_xticks(list(xs), names, rotation=30, ha="right", rotation_mode="anchor")
     ax.tick_params(axis="x", labelsize=7)
     values = [v for v in p50 + p99 if v]
     log = bool(values) and max(values) / min(values) > 30
