@@ -304,10 +304,30 @@ def _versions() -> dict[str, str]:
     for name, req in venvs.REQUIREMENTS.items():
         for line in req.read_text().splitlines():
             for pkg in ("quixstreams", "confluent-kafka", "faust-streaming", "aiokafka", "uvloop", "orjson",
-                        "rocksdict", "py-spy"):
+                        "rocksdict", "bytewax", "py-spy"):
                 if line.lower().startswith(pkg + "=="):
                     out[f"{pkg} ({name} venv)"] = line.split("==")[1]
+    out["kafka-streams"] = jvm.kafka_streams_version()
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False).stderr
+        out["java"] = java.splitlines()[0].split('"')[1] if '"' in java else java.strip()[:40]
+    except (OSError, IndexError):
+        pass
     return out
+
+
+def _machine() -> str:
+    """``N cores, arch, CPU model, RAM`` of this machine (Linux ``/proc``; what is unknown is left out)."""
+    parts = [f"{os.cpu_count()} cores", platform.machine()]
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                parts.append(line.split(":", 1)[1].strip())
+                break
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kb = int(Path("/proc/meminfo").read_text().split("MemTotal:", 1)[1].split()[0])
+        parts.append(f"{kb / 1024 / 1024:.0f} GiB RAM")
+    return ", ".join(parts)
 
 
 def _inproc(args: argparse.Namespace) -> dict[str, Any]:
@@ -400,12 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.setup_only:
         return 0
     env = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)), "quick": q,
-           "machine": f"{os.cpu_count()} cores, {platform.machine()}", "load_before": _load(),
+           "machine": _machine(), "load_before": _load(),
            "records": args.records, "sizes": sizes, "users": args.users, "partitions": args.partitions, "gap_ms": args.gap_ms,
            "grace_ms": args.grace_ms, "latency_rate": args.latency_rate, "latency_rates": args.latency_rates,
            "latency_seconds": args.latency_seconds,
            "latency_gap_ms": args.latency_gap_ms, "latency_grace_ms": args.latency_grace_ms,
-           "versions": _versions()}
+           "versions": _versions(),
+           "command": "python -m benchmarks.bench_peers " + " ".join(argv if argv is not None else sys.argv[1:])}
     workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     rows: dict[str, dict[str, Any]] = {p: {"peer": p, "computes": COMPUTES[p]} for p in peers}
     results: dict[str, Any] = {"env": env}

@@ -128,6 +128,10 @@ def markdown(results: Mapping[str, Any]) -> str:
              f"grace {env['grace_ms'] // 60000} min. Latency (table and chart): {env['latency_rate']:,} records/s for "
              f"{env['latency_seconds']} s, gap {env['latency_gap_ms']} ms, grace {env['latency_grace_ms']} ms.")
     lines = [run, sizes, ""]
+    if env.get("command"):
+        lines += [f"Command: `{env['command']}`", ""]
+    if env.get("versions"):
+        lines += ["Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + ".", ""]
     by_size = results.get("sizes") or [{"records": env["records"], "rows": results["rows"]}]
     labels = {p: _one_line(v) for p, v in LABELS.items()}
     intro = ("Every peer side by side (÷ passthrough = the peer's records/s ÷ the passthrough's in the same "
