@@ -13,7 +13,7 @@ faust in their own venvs with pinned versions, built on first use under
   (``peers/kstreams/``: in-memory session store, emit on window close, one stream thread), with the
   default record cache and with ``statestore.cache.max.bytes=0``; **kstreams-rocksdb**: the same
   with the store Kafka Streams picks itself for emit-on-close (RocksDB, indexed by session end);
-* **bytewax**: Bytewax 0.21.1, Kafka source (read to the end offsets), ``fold_window`` with a
+* **bytewax**: Bytewax 0.21.1, Kafka source (``tail=False``: stops at the end of each partition), ``fold_window`` with a
   ``SessionWindower`` on an event-time clock kept per user, Kafka sink (``peers/bytewax_app.py``);
 * **quix**: ``session_window(gap, grace).count().final(closing_strategy="partition")`` (the same
   semantics as streamproc); **quix-key**: the same with Quix's default ``closing_strategy="key"``;
@@ -41,7 +41,7 @@ Phases:
    ``--latency-gap-ms``. A session's latency is the time from producing the input click that made it
    due under that peer's close rule (``peers/common.py``: ``TriggerIndex``) to reading its output
    record; p50/p99 over all sessions that a real click closed. Not for Bytewax (it reads its input
-   only up to the end offsets it found at start).
+   only until it reaches the end of each partition, then stops).
 4. **in-process**: ``bench_task_path.py``'s sessions ``Task`` path vs a hand-written sessionizer,
    ``--inproc-records`` records, no Kafka.
 
@@ -90,7 +90,7 @@ COMPUTES = {
 TARGETS = {"quix": 2.0, "quix-key": 2.0, "faust": 5.0}
 #: Peers without a consumer group (the harness watches their output instead, see ``watch_output``).
 GROUPLESS = frozenset({"bytewax"})
-#: Peers without a latency run: Bytewax reads its input up to the end offsets it found at start.
+#: Peers without a latency run: Bytewax (``tail=False``) stops at the first end of partition it reaches.
 NO_LATENCY = frozenset({"bytewax"})
 
 
@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
             r["streamproc_ratio"] = common.ratios(s_rows).get(r["peer"])
             r["passthrough_share"] = common.passthrough_shares(list(s_rows.values())).get(r["peer"])
     for peer in NO_LATENCY & set(rows):
-        rows[peer]["latency_note"] = "not measured (no consumer group; reads its input to the end offsets)"
+        rows[peer]["latency_note"] = "not measured (no consumer group; stops at the end of its input)"
     results["targets"] = {p: {"ratio": rows[p]["streamproc_ratio"], "target": TARGETS[p],
                               "met": rows[p]["streamproc_ratio"] >= TARGETS[p]}
                           for p in TARGETS if p in rows and rows[p].get("streamproc_ratio")}

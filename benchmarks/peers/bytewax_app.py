@@ -7,7 +7,7 @@ library + bytewax only.
         --grace-ms 300000 --ready-file PATH
 
 Dataflow (one worker, one process): Kafka input (``tail=False``: every partition is read from the
-beginning to the end offset it had when the dataflow started, then the input ends) -> the key
+beginning until the consumer reaches its end (librdkafka's partition EOF), then the input ends) -> the key
 decoded as the user id and the value parsed as JSON (like streamproc's ``serde.JSON``; the content
 is not used) -> ``fold_window`` with ``SessionWindower(gap)`` keeping ``[first ts, last ts, clicks]``
 per session (merged sessions add up) -> ``{"user", "start", "end", "clicks", "duration_ms"}`` keyed
