@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.charts import pyplot
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench-results"
 
@@ -162,8 +164,8 @@ def main() -> None:
         report["runs"] = runs
         summarize(runs, args)
         chart = RESULTS / f"purgatory-{stamp}.png"
-        plot(runs, chart)
-        print(f"\nchart: {chart}")
+        if plot(runs, chart):
+            print(f"\nchart: {chart}")
 
     out = RESULTS / f"purgatory-{stamp}.json"
     out.write_text(json.dumps(report, indent=1, default=str))
@@ -190,11 +192,11 @@ def summarize(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
             print(line)
 
 
-def plot(runs: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(runs: list[dict[str, Any]], path: Path) -> bool:
+    """Draw the chart into ``path``; False (after one line saying so) when matplotlib is missing."""
+    plt = pyplot(path.name)
+    if plt is None:
+        return False
 
     cases = sorted({r["case"] for r in runs}, key=lambda c: c != "low")
     fig, axes = plt.subplots(2, len(cases), figsize=(6.5 * len(cases), 9), squeeze=False)
@@ -230,6 +232,8 @@ def plot(runs: list[dict[str, Any]], path: Path) -> None:
         bottom.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
 
 
 if __name__ == "__main__":

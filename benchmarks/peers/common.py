@@ -23,7 +23,9 @@ from typing import Any
 __all__ = [
     "CLOSE_RULES",
     "FLUSH_PREFIX",
+    "MARKER_GAPS",
     "PEERS",
+    "STREAMPROC_FORMAT",
     "CheckResult",
     "Click",
     "Session",
@@ -35,11 +37,15 @@ __all__ = [
     "generate_clicks",
     "is_flush",
     "latency_summary",
+    "marker_ts",
     "merged_sessions",
     "parse_output",
+    "passthrough_shares",
     "percentile",
     "ratios",
+    "render_summary",
     "render_table",
+    "session_store_retention",
 ]
 
 MIN_MS = 60_000
@@ -69,7 +75,11 @@ class Session:
 
 
 #: Peers in the order the harness runs them; the first is the ceiling, not a stream processor.
-PEERS = ("passthrough", "streamproc", "quix", "quix-key", "faust")
+PEERS = ("passthrough", "streamproc", "kstreams", "kstreams-nocache", "kstreams-rocksdb", "bytewax", "quix",
+         "quix-key", "faust")
+
+#: Peers that write streamproc's output format (``{"user", "start", "end", "clicks", ...}``).
+STREAMPROC_FORMAT = ("streamproc", "kstreams", "kstreams-nocache", "kstreams-rocksdb", "bytewax", "faust")
 
 #: How each peer decides which clicks share a session and when a session is emitted.
 #: ``sessions``: ``merge`` = event-time sessions (out-of-order clicks merge sessions); ``arrival`` =
@@ -81,6 +91,18 @@ CLOSE_RULES: dict[str, dict[str, Any]] = {
     # end < stream_time - gap - grace   (docs/semantics.md, "Session windows", ON_WINDOW_CLOSE; stream time per task)
     "streamproc": {"sessions": "merge", "scope": "partition", "marker_closes": True,
                    "close_after": lambda last, gap, grace: last + gap + grace + 1},
+    # Kafka Streams (KStreamSessionWindowAggregate, onWindowClose): the same rule as streamproc's,
+    # which the conformance suite (tests/conformance) checks against Kafka Streams itself
+    "kstreams": {"sessions": "merge", "scope": "partition", "marker_closes": True,
+                 "close_after": lambda last, gap, grace: last + gap + grace + 1},
+    "kstreams-nocache": {"sessions": "merge", "scope": "partition", "marker_closes": True,
+                         "close_after": lambda last, gap, grace: last + gap + grace + 1},
+    "kstreams-rocksdb": {"sessions": "merge", "scope": "partition", "marker_closes": True,
+                         "close_after": lambda last, gap, grace: last + gap + grace + 1},
+    # Bytewax's SessionWindower under an EventClock kept per key (peers/bytewax_app.py): closed when
+    # the user's watermark (latest click - grace) passes last + gap; the end of input closes the rest
+    "bytewax": {"sessions": "merge", "scope": "key", "marker_closes": True,
+                "close_after": lambda last, gap, grace: last + gap + grace + 1},
     # end_exclusive <= watermark - 2*gap - grace, end_exclusive = last + 1 (quixstreams session.py)
     "quix": {"sessions": "merge", "scope": "partition", "marker_closes": True,
              "close_after": lambda last, gap, grace: last + 1 + 2 * gap + grace},
@@ -126,6 +148,28 @@ def flush_clicks(partitions: int, after_ts: int) -> list[Click]:
     """One end-of-input marker per partition, far past every close rule, so every peer emits all
     the sessions of the real clicks. Its key starts with :data:`FLUSH_PREFIX`; checks ignore it."""
     return [Click(f"{FLUSH_PREFIX}{p}".encode(), b'{"flush":true}', after_ts, p) for p in range(partitions)]
+
+
+#: The end-of-input marker comes this many gaps (+ grace) after the last click: past every peer's close rule.
+MARKER_GAPS = 10
+
+
+def marker_ts(last_ts: int, gap: int, grace: int) -> int:
+    """The end-of-input markers' timestamp for an input whose latest click is at ``last_ts``."""
+    return last_ts + MARKER_GAPS * gap + grace + 10
+
+
+def session_store_retention(gap: int, grace: int) -> int:
+    """Retention of Kafka Streams' in-memory session store in the benchmark (ms).
+
+    Kafka Streams' in-memory session store drops every session whose end is more than its retention
+    behind stream time before the emit-on-close step looks for closed sessions; with the default
+    retention (``gap + grace``) that is exactly the sessions due to be emitted, so it would emit
+    nothing. The retention must cover ``gap + grace`` plus the largest step of stream time between two
+    records of a task: here the jump to the end-of-input marker (:func:`marker_ts`), plus one gap
+    for the distance between a partition's latest click and the input's (enough while that is less
+    than a gap; with 8 partitions and a click every 0–400 ms it is seconds)."""
+    return gap + grace + (MARKER_GAPS + 1) * gap + grace + 10
 
 
 def is_flush(user: str) -> bool:
@@ -199,7 +243,8 @@ def parse_output(peer: str, key: bytes | None, value: bytes | None, timestamp: i
     """One output record of ``peer`` as a :class:`Session`.
 
     * passthrough: the input click itself (``clicks`` = 1, ``last`` = its timestamp);
-    * streamproc and the faust peer: ``{"user", "start", "end", "clicks", ...}``, end inclusive;
+    * streamproc, Kafka Streams, Bytewax and the faust peer (:data:`STREAMPROC_FORMAT`):
+      ``{"user", "start", "end", "clicks", ...}``, end inclusive;
     * quix ``session_window().count().final()``: ``{"start", "end", "value"}`` keyed by the user,
       end exclusive (last click + 1).
     """
@@ -211,7 +256,7 @@ def parse_output(peer: str, key: bytes | None, value: bytes | None, timestamp: i
     v = json.loads(value)
     if peer in ("quix", "quix-key"):
         return Session(user, int(v["end"]) - 1, int(v["value"]))
-    if peer in ("streamproc", "faust"):
+    if peer in STREAMPROC_FORMAT:
         return Session(v.get("user", user), int(v["end"]), int(v["clicks"]))
     raise ValueError(f"unknown peer {peer!r}; expected one of {PEERS}")
 
@@ -342,6 +387,51 @@ def render_table(rows: Sequence[Mapping[str, Any]]) -> str:
             _fmt(r.get("latency_p99_ms"), ",.1f"),
             str(r.get("check", "")),
         ]) + " |")
+    return "\n".join(lines)
+
+
+def passthrough_shares(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """``records_per_s`` of each peer whose output check passed ÷ the passthrough's (the ceiling)."""
+    base = next((r.get("records_per_s") for r in rows if r.get("peer") == "passthrough" and r.get("check_ok")), None)
+    return {str(r["peer"]): r["records_per_s"] / base for r in rows
+            if base and r.get("records_per_s") and r.get("check_ok")}
+
+
+def render_summary(sizes: Sequence[Mapping[str, Any]], labels: Mapping[str, str] | None = None) -> str:
+    """One Markdown table of every peer side by side, for each input size of the run.
+
+    ``sizes`` = ``[{"records": N, "rows": [row, ...]}, ...]`` (rows as in :func:`render_table`).
+    Per size: records/s, that ÷ the passthrough's records/s, CPU µs/record, peak RSS MB, and
+    ``ok``/``FAILED``/``–`` for the output check (figures only when the check passed, else ``–``; a
+    peer not run at a size shows ``not run``). Peers appear in the order of their first appearance.
+    """
+    labels = labels or {}
+    peers: list[str] = []
+    for size in sizes:
+        for r in size["rows"]:
+            if r["peer"] not in peers:
+                peers.append(r["peer"])
+    head = ["peer"]
+    for size in sizes:
+        n = f"{size['records']:,}"
+        head += [f"records/s ({n})", "÷ passthrough", "CPU µs/record", "peak RSS MB", "output check"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * len(head)) + "|"]
+    for peer in peers:
+        cells = [labels.get(peer, peer)]
+        for size in sizes:
+            row = next((r for r in size["rows"] if r["peer"] == peer), None)
+            if row is None or row.get("skipped"):
+                cells += ["not run", "", "", "", ""]
+                continue
+            share = passthrough_shares(size["rows"]).get(peer)
+            check = "ok" if row.get("check_ok") else ("FAILED" if row.get("check") else "–")
+            if row.get("limited_to"):
+                check += f" (first {row['limited_to']:,} clicks)"
+            ok = bool(row.get("check_ok"))
+            cells += [_fmt(row.get("records_per_s") if ok else None, ",.0f"), _fmt(share if ok else None, ".2f"),
+                      _fmt(row.get("cpu_us_per_record") if ok else None, ".1f"),
+                      _fmt(row.get("rss_mb") if ok else None, ",.0f"), check]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -114,6 +114,43 @@ async def watch_group(bootstrap: str, group: str, source: str, ends: dict[int, i
         await admin.close()
 
 
+async def watch_output(bootstrap: str, output: str, partitions: int, min_outputs: int, progress: Progress, *,
+                       alive: Any, ready: Any, on_ready: Any = None, interval: float = 0.05,
+                       timeout: float = 600.0) -> Progress:
+    """For a peer without a consumer group: poll ``ready()`` (None, or the ``time.time()`` at which
+    the peer saw its first record) and set ``ready_at`` (on the ``perf_counter`` clock) and call
+    ``on_ready()`` once it answers; then poll until ``output`` holds at least ``min_outputs``
+    records (``done_at``). A peer that exits before both happened raises (one that exits after
+    writing everything, as Bytewax does at the end of its input, is done)."""
+    tail = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await tail.start()
+    out_tps = [TopicPartition(output, p) for p in range(partitions)]
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            progress.polls += 1
+            running = alive()
+            if progress.ready_at is None:
+                at = ready()
+                if at is not None:
+                    progress.ready_at = time.perf_counter() - max(0.0, time.time() - at)
+                    if on_ready is not None:
+                        on_ready()
+            if progress.ready_at is not None:
+                outs = await tail.end_offsets(out_tps)
+                progress.last_outputs = sum(outs.values())
+                if progress.last_outputs >= min_outputs:
+                    progress.done_at = time.perf_counter()
+                    return progress
+            if not running:
+                raise RuntimeError(f"peer exited with {progress.last_outputs} of {min_outputs} output records")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not done after {timeout:.0f} s (outputs {progress.last_outputs} of {min_outputs})")
+            await asyncio.sleep(interval)
+    finally:
+        await tail.stop()
+
+
 async def read_topic(bootstrap: str, topic: str, partitions: int) -> list[tuple[bytes | None, bytes | None, int]]:
     """Every record of ``topic`` as ``(key, value, timestamp)`` (reads up to the end offsets)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",

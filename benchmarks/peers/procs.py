@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import venvs
+from . import jvm, venvs
+from .common import session_store_retention
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -66,11 +67,29 @@ def command(run: PeerRun) -> tuple[list[str], dict[str, str]]:
         return [str(venvs.python("quix")), str(HERE / "quix_app.py"), "--bootstrap", run.bootstrap,
                 "--group", run.group, "--input", run.source, "--output", run.sink, "--gap-ms", str(run.gap_ms),
                 "--grace-ms", str(run.grace_ms), "--state-dir", str(state), "--closing", "key" if run.peer == "quix-key" else "partition"], env
+    if run.peer.startswith("kstreams"):
+        # JVM defaults (heap, GC) as a user gets them; slf4j-simple at WARN keeps the log short
+        cache = ["--cache-bytes", "0"] if run.peer == "kstreams-nocache" else []
+        store = ["--store", "rocksdb"] if run.peer == "kstreams-rocksdb" else []
+        return ["java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", jvm.classpath(), jvm.MAIN_CLASS,
+                "--bootstrap", run.bootstrap, "--application-id", run.group, "--input", run.source,
+                "--output", run.sink, "--gap-ms", str(run.gap_ms), "--grace-ms", str(run.grace_ms),
+                "--state-dir", str(run.workdir / f"kstreams-state-{run.group}"), "--commit-interval-ms", "1000",
+                "--retention-ms", str(session_store_retention(run.gap_ms, run.grace_ms)), *cache, *store], env
+    if run.peer == "bytewax":
+        return [str(venvs.python("bytewax")), str(HERE / "bytewax_app.py"), "--bootstrap", run.bootstrap,
+                "--input", run.source, "--output", run.sink, "--gap-ms", str(run.gap_ms),
+                "--grace-ms", str(run.grace_ms), "--ready-file", str(ready_file(run))], env
     if run.peer == "faust":
         return [str(venvs.python("faust")), str(HERE / "faust_app.py"), "--bootstrap", run.bootstrap,
                 "--app-id", run.group, "--input", run.source, "--output", run.sink, "--gap-ms", str(run.gap_ms),
                 "--partitions", str(run.partitions), "--datadir", str(run.workdir / f"faust-data-{run.group}")], env
     raise ValueError(f"unknown peer {run.peer!r}")
+
+
+def ready_file(run: PeerRun) -> Path:
+    """Where a peer without a consumer group (Bytewax) writes the wall-clock time of its first record."""
+    return run.workdir / f"{run.group}.ready"
 
 
 class PeerProcess:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = {"quix": HERE / "requirements-quix.txt", "faust": HERE / "requirements-faust.txt",
-                "tools": HERE / "requirements-tools.txt"}
+                "bytewax": HERE / "requirements-bytewax.txt", "tools": HERE / "requirements-tools.txt"}
 
 
 def root() -> Path:
