@@ -71,6 +71,7 @@ MODULES: tuple[str, ...] = (
     "streamproc.runtime.acks",
     "streamproc.runtime.producer",
     "streamproc.engine.task",
+    "streamproc.engine.partitioning",
     "streamproc.purgatory.timer",
 )
 

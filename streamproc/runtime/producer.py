@@ -19,11 +19,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IllegalOperation, KafkaError
-from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from ..engine.partitioning import HASH_CACHE, HASH_CACHE_MAX, ROUND_ROBIN, partition_for, to_bytes
+from ..engine.partitioning import HASH_CACHE, HASH_CACHE_MAX, ROUND_ROBIN, murmur2, partition_for, to_bytes
 from .service import Service
 from .transactions import Transactions
 
