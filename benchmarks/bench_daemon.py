@@ -232,6 +232,11 @@ def _child(phase: str, args: tuple[Any, ...], out: Any) -> None:
         sys.path.pop(0)
         assert Path(streamproc.__file__).parent.parent == Path(phase.partition("=")[2]).resolve(), streamproc.__file__
         phase = "daemon"
+    if phase != "passthrough":  # imported before the CPU is measured, whichever checkout (as the baseline's is)
+        import streamproc.config
+        import streamproc.runtime.app
+        import topologies.currency
+        import topologies.sessions  # noqa: F401
     import uvloop
 
     fn = {"passthrough": _passthrough, "daemon": _daemon, "daemon-source": _daemon, "task": _task_only}[phase]
