@@ -14,7 +14,8 @@ The clock runs from "the group has its partitions" to "every input offset is com
 creation and the group join are not counted, the final commit is: the daemon commits as soon as it
 has processed the last input record, like the passthrough after its last batch, instead of idling
 until its next ``commit_interval_ms`` tick). Printed: records/s of input,
-the ratio daemon/passthrough (target >= 0.5), CPU seconds (user+sys) and peak RSS per phase.
+the ratio daemon/passthrough (target >= 0.7, issue 25), CPU seconds (user+sys), CPU per record and peak RSS
+per phase.
 A third row runs the sessions ``Task`` alone over the same records (read first, untimed): the
 topology's own processing cost without Kafka I/O, which bounds what any daemon can reach.
 
