@@ -70,7 +70,9 @@ MODULES: tuple[str, ...] = (
     "streamproc.stores.window",
     "streamproc.runtime.acks",
     "streamproc.runtime.producer",
+    "streamproc.runtime.partition_group",
     "streamproc.engine.task",
+    "streamproc.engine.partitioning",
     "streamproc.purgatory.timer",
 )
 

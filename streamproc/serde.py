@@ -145,6 +145,36 @@ def _json_from_stdlib(data: bytes) -> Any:
     return json.loads(data)
 
 
+def _plain_finite(value: Any) -> bool:
+    """Whether ``value`` holds only exact ``dict`` (keys ``str``, ``int``, ``float``, ``bool`` or
+    None), ``list``, ``tuple``, ``str``, ``int``, ``bool``, None and finite ``float`` values. For
+    such a value the standard encoder (``allow_nan=False``) raises nothing, so the output of orjson
+    (which succeeded) needs no re-check with it; anything else (other types, NaN, Infinity) is
+    re-checked as before. ~20x cheaper than encoding it again."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is float:
+        return value - value == 0.0  # (NaN and +-Infinity give NaN)
+    if t is dict:
+        for k, v in value.items():
+            tk = type(k)
+            if tk is float:
+                if k - k != 0.0:
+                    return False
+            elif not (tk is str or tk is int or tk is bool or k is None):
+                return False
+            if not _plain_finite(v):
+                return False
+        return True
+    if t is list or t is tuple:
+        for v in value:
+            if not _plain_finite(v):
+                return False
+        return True
+    return False
+
+
 def _right_size(data: bytes) -> bytes:
     """A copy of ``data`` in an allocation of its own size."""
     return memoryview(data).tobytes()
@@ -158,14 +188,16 @@ if _orjson is not None:
         """Compact UTF-8 JSON (orjson; the standard library for what orjson cannot write).
 
         orjson writes NaN/Infinity as ``null``: output containing ``null`` is re-checked with the
-        standard encoder, which rejects non-finite floats (``allow_nan=False``)."""
+        standard encoder, which rejects non-finite floats (``allow_nan=False``), unless
+        :func:`_plain_finite` shows it would accept the value."""
         if type(value) is int:  # fast path (counts); bool is not int here
             return int.__repr__(value).encode()
         try:
             out: bytes = _dumps(value, option=_NON_STR_KEYS)
         except TypeError:  # integers beyond 64 bits, types orjson does not know: the stdlib decides
             return _json_to_stdlib(value)
-        if out.find(b"null") >= 0:  # (not `in`: bytes.__contains__ tries an int first, 2x slower)
+        # (not `in`: bytes.__contains__ tries an int first, 2x slower)
+        if out.find(b"null") >= 0 and not _plain_finite(value):
             _json_encoder.encode(value)  # raises ValueError for NaN/Infinity
         # orjson (3.12+) returns bytes whose allocation is rounded up to 4 KiB or more: a 60-byte
         # value would hold 4 KiB while it waits in a send buffer or a changelog buffer. A right-sized

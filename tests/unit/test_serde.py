@@ -56,6 +56,45 @@ def test_json_null_values_still_serialise() -> None:
     assert serde.JSON.serialize({"a": None, "b": "null"}) == b'{"a":null,"b":"null"}'
 
 
+@pytest.mark.parametrize("bad", [{"a": None, "b": math.nan}, {"a": None, math.inf: 1}, ({"x": None}, [-math.inf]),
+                                 [None, [[{"deep": math.nan}]]]])
+def test_json_rejects_non_finite_floats_next_to_nulls(bad: Any) -> None:
+    with pytest.raises(SerializationError, match=r"json serde cannot serialize"):
+        serde.JSON.serialize(bad, "sink 'out'")
+
+
+class _Str(str):
+    pass
+
+
+json_or_not = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=5)
+    | st.builds(_Str, st.text(max_size=3)) | st.just(b"x"),
+    lambda children: st.lists(children, max_size=3) | st.tuples(children, children)
+    | st.dictionaries(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=3), children,
+                      max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=500)
+@given(json_or_not)
+def test_the_null_recheck_is_skipped_only_where_the_standard_encoder_accepts_the_value(value: Any) -> None:
+    """orjson's output containing null is re-checked with the standard encoder (it writes NaN and
+    Infinity as null) unless _plain_finite says the standard encoder would accept the value."""
+    if serde._plain_finite(value):
+        json.JSONEncoder(allow_nan=False).encode(value)  # does not raise
+    strict = json.JSONEncoder(allow_nan=False)
+    try:
+        strict.encode(value)
+        accepted = True
+    except (ValueError, TypeError):
+        accepted = False
+    if not accepted and value is not None:
+        with pytest.raises(SerializationError):
+            serde.JSON.serialize(value)
+
+
 def test_json_decodes_what_the_standard_library_decodes() -> None:
     # orjson rejects these; the serde falls back so values are those of json.loads
     assert math.isnan(serde.JSON.deserialize(b"NaN"))
