@@ -19,8 +19,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import IllegalOperation, KafkaError
-from aiokafka.producer.message_accumulator import BatchBuilder
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from ..engine.partitioning import HASH_CACHE, HASH_CACHE_MAX, ROUND_ROBIN, murmur2, partition_for, to_bytes
 from .service import Service
@@ -127,37 +125,6 @@ def _closed(task: asyncio.Future[Any]) -> None:
 
 #: The headers of a record without any (shared: aiokafka's batch builder only reads them).
 _NO_HEADERS: list[tuple[str, bytes]] = []
-#: Append to aiokafka's record-batch builder directly (:func:`raw_append`); False: always through
-#: ``BatchBuilder.append`` (the tests compare the two).
-RAW_APPEND = True
-
-
-def raw_append(batch: Any) -> Any:
-    """``batch``'s record-batch builder's own ``append(offset, timestamp, key, value, headers)``, or
-    None to go through the public ``BatchBuilder.append``.
-
-    ``BatchBuilder.append`` (keyword arguments, a serializer call, the offset kept in Python) costs
-    ~0.14 us more per record than the builder it wraps. Only for an empty, open ``BatchBuilder`` of
-    the layout this was written against (aiokafka 0.14, no serializers); anything else returns None.
-    The caller numbers the records from 0 and, before the batch is sent (or when it is full),
-    tells it how many it holds with :func:`seal`: the producer's idempotent sequence numbers count
-    on ``record_count()``."""
-    if not RAW_APPEND or type(batch) is not BatchBuilder:
-        return None
-    inner: Any = getattr(batch, "_builder", None)
-    if (type(inner) is not DefaultRecordBatchBuilder or getattr(batch, "_relative_offset", None) != 0
-            or batch.closed() or getattr(batch, "_key_serializer", True) is not None
-            or getattr(batch, "_value_serializer", True) is not None):
-        return None
-    return inner.append
-
-
-def seal(batch: Any, count: int) -> None:
-    """Tell a batch filled through :func:`raw_append` that it holds ``count`` records (what
-    ``BatchBuilder.append`` would have counted)."""
-    batch._relative_offset = count  # the field BatchBuilder.append keeps (see raw_append)
-
-
 class SendBuffer:
     """Records waiting to be sent, per topic-partition in arrival order, already encoded into
     aiokafka producer batches (``BatchBuilder``): a record is appended to its partition's open
@@ -169,8 +136,7 @@ class SendBuffer:
 
     def __init__(self, out: OutputProducer) -> None:
         self._out = out
-        #: topic -> partition -> ``[open batch, sources, full batches (or None), raw append (or
-        #: None), records in the open batch]``
+        #: topic -> partition -> ``[open batch, sources, full batches (or None)]``
         self._open: dict[str, dict[int, list[Any]]] = {}
         self.count = 0
 
@@ -178,8 +144,6 @@ class SendBuffer:
         producer = self._out.producer
         assert producer is not None, "producer not started"
         batch = entry[0] = producer.create_batch()
-        entry[3] = raw_append(batch)
-        entry[4] = 0
         return batch
 
     def _entry(self, topic: str, partition: int) -> list[Any]:
@@ -189,31 +153,20 @@ class SendBuffer:
             parts = self._open[topic] = {}
         entry = parts.get(partition)
         if entry is None:
-            entry = parts[partition] = [None, set(), None, None, 0]
+            entry = parts[partition] = [None, set(), None]
             self._new_batch(entry)
         return entry
 
     def _append(self, entry: list[Any], topic: str, partition: int, key: bytes | None, value: bytes | None,
                 timestamp: int | None, headers: list[Any]) -> None:
         """Append one record to ``entry``'s open batch (a new one when it is full)."""
-        add = entry[3]
-        if add is None:
-            if entry[0].append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
-                self._overflow(entry, topic, partition, key, value, timestamp, headers)
-        else:
-            count = entry[4]
-            if add(count, timestamp, key, value, headers) is None:
-                self._overflow(entry, topic, partition, key, value, timestamp, headers)
-            else:
-                entry[4] = count + 1
+        if entry[0].append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
+            self._overflow(entry, topic, partition, key, value, timestamp, headers)
 
     def _overflow(self, entry: list[Any], topic: str, partition: int, key: bytes | None, value: bytes | None,
                   timestamp: int | None, headers: list[Any]) -> None:
         """``entry``'s open batch is full: queue it and append the record to a new one."""
         batch = entry[0]
-        if entry[3] is not None:
-            seal(batch, entry[4])
-            batch.close()  # (what BatchBuilder.append does when the record does not fit)
         if batch.record_count() == 0:
             raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch size; raise "
                              f"max_batch_size with --producer-config")
@@ -222,16 +175,9 @@ class SendBuffer:
         else:
             entry[2].append(batch)
         batch = self._new_batch(entry)
-        add = entry[3]
-        if add is None:
-            if batch.append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
-                raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch size; "
-                                 f"raise max_batch_size with --producer-config")
-        elif add(0, timestamp, key, value, headers) is None:
-            raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch size; raise "
-                             f"max_batch_size with --producer-config")
-        else:
-            entry[4] = 1
+        if batch.append(timestamp=timestamp, key=key, value=value, headers=headers) is None:
+            raise ValueError(f"a record for {topic}[{partition}] is larger than the producer batch size; "
+                             f"raise max_batch_size with --producer-config")
 
     def add(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int | None,
             headers: Sequence[tuple[str, bytes]] | None = None, partition: int | None = None,
@@ -255,15 +201,11 @@ class SendBuffer:
         if not records:
             return
         entry = self._entry(topic, partition)
-        append = self._append
+        overflow = self._overflow
         no_headers = _NO_HEADERS
         for key, value, ts in records:
-            if entry[3] is not None:  # (inline: the common case)
-                count = entry[4]
-                if entry[3](count, ts, key, value, no_headers) is not None:
-                    entry[4] = count + 1
-                    continue
-            append(entry, topic, partition, key, value, ts, no_headers)
+            if entry[0].append(timestamp=ts, key=key, value=value, headers=no_headers) is None:
+                overflow(entry, topic, partition, key, value, ts, no_headers)
         self.count += len(records)
 
     def add_outputs(self, outputs: Sequence[Any], source: Any) -> dict[str, int]:
@@ -314,14 +256,8 @@ class SendBuffer:
                 headers = no_headers
             elif type(headers) is not list:
                 headers = list(headers)
-            add = entry[3]
-            if add is not None:  # (inline: the common case)
-                count = entry[4]
-                if add(count, ts, key, value, headers) is not None:
-                    entry[4] = count + 1
-                    run += 1
-                    continue
-            self._append(entry, topic, partition, key, value, ts, headers)
+            if entry[0].append(timestamp=ts, key=key, value=value, headers=headers) is None:
+                self._overflow(entry, topic, partition, key, value, ts, headers)
             run += 1
         if run:
             counts[last_topic] = counts.get(last_topic, 0) + run
@@ -358,9 +294,7 @@ class SendBuffer:
         sent: list[tuple[asyncio.Future[Any], frozenset[Any]]] = []
         open_batches, self._open, self.count = self._open, {}, 0
         for topic, parts in open_batches.items():
-            for partition, (batch, sources, full, add, count) in parts.items():
-                if add is not None:
-                    seal(batch, count)
+            for partition, (batch, sources, full) in parts.items():
                 srcs = frozenset(sources)
                 if full is not None:
                     for done in full:

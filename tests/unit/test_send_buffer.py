@@ -1,5 +1,5 @@
-"""SendBuffer: records go into aiokafka producer batches as they are added; the direct append to the
-record-batch builder (producer.raw_append) builds exactly the batches BatchBuilder.append builds."""
+"""SendBuffer: records go into aiokafka producer batches as they are added, in order, a full batch
+queued and a new one opened; each batch is sent with the sources of its topic-partition."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from streamproc.engine.task_records import OutputRecord
-from streamproc.runtime import producer as producer_module
-from streamproc.runtime.producer import SendBuffer, raw_append
+from streamproc.runtime.producer import SendBuffer
 
 
 class _Producer:
@@ -54,8 +53,7 @@ def _fill(buf: SendBuffer) -> list[dict[str, int]]:
     return counts
 
 
-async def _flush(monkeypatch: pytest.MonkeyPatch, raw: bool, batch_size: int) -> tuple[Any, ...]:
-    monkeypatch.setattr(producer_module, "RAW_APPEND", raw)
+async def _flush(batch_size: int) -> tuple[Any, ...]:
     out = _Out(batch_size)
     buf = SendBuffer(out)  # type: ignore[arg-type]
     counts = _fill(buf)
@@ -65,12 +63,8 @@ async def _flush(monkeypatch: pytest.MonkeyPatch, raw: bool, batch_size: int) ->
 
 
 @pytest.mark.parametrize("batch_size", [16 * 1024, 1500])  # 1500: batches fill up and overflow
-async def test_raw_append_builds_the_batches_batch_builder_builds(monkeypatch: pytest.MonkeyPatch,
-                                                                  batch_size: int) -> None:
-    raw = await _flush(monkeypatch, True, batch_size)
-    public = await _flush(monkeypatch, False, batch_size)
-    assert raw == public
-    counts, n, sources, sent, left = raw
+async def test_every_record_is_sent_once_in_batches_with_its_sources(batch_size: int) -> None:
+    counts, n, sources, sent, left = await _flush(batch_size)
     assert counts == [{"out": 300}] * 5 and n == 5 * 301 + 700 and left == 0
     assert sum(count for _, _, count, _ in sent) == n
     if batch_size == 1500:
@@ -78,19 +72,7 @@ async def test_raw_append_builds_the_batches_batch_builder_builds(monkeypatch: p
     assert frozenset() in sources and frozenset({("in", 0), ("in", 1)}) in sources
 
 
-def test_raw_append_only_for_the_known_layout() -> None:
-    batch = BatchBuilder(1024, 0)
-    assert raw_append(batch) is not None
-    batch.append(timestamp=1, key=b"k", value=b"v")
-    assert raw_append(batch) is None  # not empty
-    assert raw_append(BatchBuilder(1024, 0, key_serializer=bytes)) is None
-    assert raw_append(object()) is None
-
-
-@pytest.mark.parametrize("raw", [True, False])
-async def test_a_record_larger_than_the_batch_size_goes_alone_in_a_new_batch(monkeypatch: pytest.MonkeyPatch,
-                                                                             raw: bool) -> None:
-    monkeypatch.setattr(producer_module, "RAW_APPEND", raw)
+async def test_a_record_larger_than_the_batch_size_goes_alone_in_a_new_batch() -> None:
     out = _Out(200)
     buf = SendBuffer(out)  # type: ignore[arg-type]
     buf.add_outputs([OutputRecord("out", b"k", b"small", 1, ())], "src")
