@@ -175,7 +175,7 @@ def run_reprocess(args: argparse.Namespace) -> int:
         inputs = [parse_input(s) for s in args.input]
         output = parse_output(args.output)
         check_output(output, args.encoding)
-        missing = [m for m in ("pyspark", "pyarrow") if importlib.util.find_spec(m) is None]
+        missing = [m for m in ("pyspark", "pyarrow", "pandas") if importlib.util.find_spec(m) is None]
         if missing:
             raise ValueError(f"{' and '.join(missing)} not installed: pip install 'streamproc[spark]'")
         preflight(args.module, inputs, output, args.bootstrap_servers, args.overwrite, args.updates,
