@@ -122,11 +122,13 @@ def _order(records: list[In], order: str, tables: Sequence[str]) -> list[In]:
 
 
 def run_reference(topology: Any, records: Sequence[In], *, order: str = "offset", application_id: str = "ref",
-                  tables: Sequence[str] = ()) -> tuple[list[Out], int]:
+                  tables: Sequence[str] = (), batch: int = 1) -> tuple[list[Out], int]:
     """Updates of every non-repartition sink, per task in production order; and the rejected count.
 
     Each task partition's outputs are listed in production order; tasks in (stage, partition)
-    order. Unreadable records (SerializationError) are skipped and counted.
+    order. Unreadable records (SerializationError) are skipped and counted. ``batch`` > 1 hands the
+    task runs of up to that many consecutive records of one topic per ``Task.process`` call (as the
+    daemon and the Spark job do); the result is the same.
     """
     from streamproc.engine.partitioning import partition_for, to_bytes
     from streamproc.engine.task import Task
@@ -158,20 +160,31 @@ def run_reference(topology: Any, records: Sequence[In], *, order: str = "offset"
         for p in sorted({r.partition for r in mine}):
             task = Task(topology, stage.subtopology_id, p, application_id, changelog=False)
             seq = 0
-            for r in _order([r for r in mine if r.partition == p], order, tables):
-                try:
-                    task.process(r.topic, p, [_Rec(r.key, r.value, r.timestamp, (), r.offset, r.topic, p)])
-                except (SerializationError, ProcessingError):
-                    rejected += 1
-                for o in task.drain_outputs():
-                    k, v = to_bytes(o.key, "key"), to_bytes(o.value, "value")
-                    if o.topic in stage.internal_sinks:
-                        dest = partition_for(k, counts[o.topic])
-                        pending.setdefault(o.topic, []).append(
-                            (o.timestamp, p, seq, In(o.topic, dest, 0, o.timestamp, k, v)))
-                    if o.topic not in internal:
-                        updates.append(Out(o.topic, k, v, o.timestamp))
-                    seq += 1
+            ordered = _order([r for r in mine if r.partition == p], order, tables)
+            i = 0
+            while i < len(ordered):
+                j = i + 1
+                while j < len(ordered) and j - i < batch and ordered[j].topic == ordered[i].topic:
+                    j += 1
+                run = [_Rec(r.key, r.value, r.timestamp, (), r.offset, r.topic, p) for r in ordered[i:j]]
+                start = 0
+                while start < len(run):
+                    try:
+                        task.process(run[0].topic, p, run[start:] if start else run)
+                        start = len(run)
+                    except (SerializationError, ProcessingError):
+                        rejected += 1
+                        start += task.last_count
+                    for o in task.drain_outputs():
+                        k, v = to_bytes(o.key, "key"), to_bytes(o.value, "value")
+                        if o.topic in stage.internal_sinks:
+                            dest = partition_for(k, counts[o.topic])
+                            pending.setdefault(o.topic, []).append(
+                                (o.timestamp, p, seq, In(o.topic, dest, 0, o.timestamp, k, v)))
+                        if o.topic not in internal:
+                            updates.append(Out(o.topic, k, v, o.timestamp))
+                        seq += 1
+                i = j
             task.close()
     return updates, rejected
 
