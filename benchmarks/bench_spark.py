@@ -14,7 +14,7 @@ tests/support/spark.py) and writes them as Parquet (binary key/value), then meas
   records (``tests.support.spark.run_reference(batch=10000)``): what one daemon core does with no
   Kafka I/O;
 - **Spark**, once per master, each in a fresh process (its own driver JVM): start-up (JVM +
-  context + first job) apart, then the job (``streamproc.spark.job.reprocess``: read the Parquet
+  context + first job + a warm-up job of 20,000 records per topology) apart, then the job (``streamproc.spark.job.reprocess``: read the Parquet
   input, order it, run the topology's tasks in the Python workers over Arrow batches, write the
   table and the update stream as Parquet). The standalone cluster is a master and two workers of
   one core each on 127.0.0.1 (``tests.support.spark.standalone_cluster``).
@@ -41,10 +41,11 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ORDER_FIELDS = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
 SLICE = 100_000
+WARMUP = 20_000  # records of each topology's warm-up job (part of the start-up, not measured)
 PARTITIONS = 4
 
 
@@ -122,7 +123,7 @@ class RssSampler:
         while not self._stop.wait(self.interval):
             self._sample()
 
-    def __enter__(self) -> RssSampler:
+    def __enter__(self) -> Self:
         self._sample()
         self._thread.start()
         return self
@@ -138,12 +139,18 @@ class RssSampler:
 # --------------------------------------------------------------------------------------------
 
 
-def child(master: str, jobs: list[dict[str, Any]], conf: dict[str, str], cluster_pids: list[int]) -> dict[str, Any]:
+def child(master: str, jobs: list[dict[str, Any]], warmups: list[dict[str, Any]], conf: dict[str, str],
+          cluster_pids: list[int]) -> dict[str, Any]:
     from streamproc.spark.job import reprocess
     from streamproc.spark.session import timed_session
 
     spark, startup = timed_session(master=master, kafka=False, app_name="bench-spark", conf=conf)
-    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())  # noqa: SLF001
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    t0 = time.perf_counter()
+    for job in warmups:  # the same topologies on small inputs: Python workers up, JVM code compiled
+        reprocess(spark, job["module"], job["inputs"], job["out"], order=job["order"], updates=True,
+                  encoding="binary", application_id=job["name"], overwrite=True, quiet=True)
+    warmup = time.perf_counter() - t0
     results = []
     for job in jobs:
         gc.collect()
@@ -156,7 +163,7 @@ def child(master: str, jobs: list[dict[str, Any]], conf: dict[str, str], cluster
                         "table_rows": res.table_rows, "records_in": res.records_in,
                         "jvm_mib": rss.peak["jvm"] / 1024, "python_mib": rss.peak["python"] / 1024})
     spark.stop()
-    return {"master": master, "startup": startup, "jobs": results}
+    return {"master": master, "startup": startup, "warmup": warmup, "jobs": results}
 
 
 # --------------------------------------------------------------------------------------------
@@ -199,8 +206,9 @@ def _write_input(path: Path, records: list[Any]) -> str:
     return str(path)
 
 
-def _prepare(name: str, n: int, work: Path, order: str) -> dict[str, Any]:
-    """Generate and write the input; run the in-process baseline; the job description."""
+def _prepare(name: str, n: int, work: Path, order: str, baseline: bool = True) -> dict[str, Any]:
+    """Generate and write the input; run the in-process baseline (unless not ``baseline``); the job
+    description."""
     import importlib
 
     from tests.support.spark import gen_currency_input, gen_sessions_input, run_reference
@@ -217,6 +225,10 @@ def _prepare(name: str, n: int, work: Path, order: str) -> dict[str, Any]:
         tables = ["rates"]
     else:
         raise SystemExit(f"unknown topology {name!r}; use sessions and/or currency")
+    job = {"name": name, "n": n, "module": f"topologies.{name}", "inputs": inputs, "order": order,
+           "out": str(work / f"{name}-{n}" / "out")}
+    if not baseline:
+        return job
     print(f"{name} {n:,}: generated and wrote the input in {time.perf_counter() - t0:.1f} s", flush=True)
     topology = importlib.import_module(f"topologies.{name}").build()
     gc.collect()
@@ -230,13 +242,13 @@ def _prepare(name: str, n: int, work: Path, order: str) -> dict[str, Any]:
           flush=True)
     del recs, ref
     gc.collect()
-    return {"name": name, "n": n, "module": f"topologies.{name}", "inputs": inputs, "order": order,
-            "base_s": base_s, "digest": digest, "out": str(work / f"{name}-{n}" / "out")}
+    return {**job, "base_s": base_s, "digest": digest}
 
 
-def _run_master(master: str, jobs: list[dict[str, Any]], conf: dict[str, str], cluster_pids: list[int],
-                spark_master: str) -> dict[str, Any]:
-    spec = json.dumps({"master": spark_master, "jobs": jobs, "conf": conf, "cluster_pids": cluster_pids})
+def _run_master(master: str, jobs: list[dict[str, Any]], warmups: list[dict[str, Any]], conf: dict[str, str],
+                cluster_pids: list[int], spark_master: str) -> dict[str, Any]:
+    spec = json.dumps({"master": spark_master, "jobs": jobs, "warmups": warmups, "conf": conf,
+                       "cluster_pids": cluster_pids})
     proc = subprocess.run([sys.executable, "-m", "benchmarks.bench_spark", "--child", spec],
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -256,7 +268,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.child:
         spec = json.loads(args.child)
-        print(json.dumps(child(spec["master"], spec["jobs"], spec["conf"], spec["cluster_pids"])))
+        print(json.dumps(child(spec["master"], spec["jobs"], spec["warmups"], spec["conf"], spec["cluster_pids"])))
         return 0
 
     from tests.support.spark import standalone_cluster
@@ -268,6 +280,10 @@ def main() -> int:
     startups: dict[str, list[float]] = {}
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     try:
+        warmups = []
+        for name in args.topologies.split(","):
+            w = _prepare(name, WARMUP, work / "warmup", args.order, baseline=False)
+            warmups.append({k: w[k] for k in ("name", "n", "module", "inputs", "order", "out")})
         for n in sizes:
             jobs = [_prepare(name, n, work, args.order) for name in args.topologies.split(",")]
             spark_jobs = [{k: j[k] for k in ("name", "n", "module", "inputs", "order")} for j in jobs]
@@ -278,11 +294,12 @@ def main() -> int:
                 if master == "standalone":
                     with standalone_cluster(work / "cluster", workers=2, cores=1, memory_mib=1536,
                                             executor_memory_mib=1024) as cluster:
-                        got = _run_master(master, spark_jobs, cluster.conf, cluster.pids, cluster.master_url)
+                        got = _run_master(master, spark_jobs, warmups, cluster.conf, cluster.pids,
+                                          cluster.master_url)
                 else:
-                    got = _run_master(master, spark_jobs, {}, [], master)
+                    got = _run_master(master, spark_jobs, warmups, {}, [], master)
                 startups.setdefault(master, []).append(got["startup"])
-                print(f"{master}: start-up {got['startup']:.1f} s", flush=True)
+                print(f"{master}: start-up {got['startup']:.1f} s, warm-up jobs {got['warmup']:.1f} s", flush=True)
                 for j, sj, r in zip(jobs, spark_jobs, got["jobs"]):
                     digest, count = _digest_parquet(Path(sj["out"]) / "updates", ORDER_FIELDS,
                                                     ["topic", "key", "value", "timestamp"])

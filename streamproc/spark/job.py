@@ -369,7 +369,11 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
 
     raw = _union([read_input(spark, s, encoding=encoding, bootstrap_servers=bootstrap_servers,
                              kafka_options=dict(kafka_options or {})) for s in specs])
-    raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+    # Kafka inputs are read once (a second read could see records appended meanwhile) and JSON is
+    # parsed once; Parquet files are cheaper to read again than to cache
+    cache_raw = any(s.kind != "parquet" for s in specs)
+    if cache_raw:
+        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     stats = raw.groupBy("topic").agg(F.count(F.lit(1)).alias("n"), F.max("partition").alias("p"),
                                      F.count("error").alias("bad")).collect()
     counts = {r["topic"]: int(r["p"]) + 1 if r["p"] is not None else 1 for r in stats}
@@ -378,11 +382,12 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
     _log(f"reprocess {module}: {records_in} input records ({pre_rejected} unreadable) from "
          f"{', '.join(map(str, specs))}; order={order}; {len(stages)} stage(s)", quiet)
     valid = raw.filter(F.col("error").isNull())
-    cached: list[Any] = [raw]
+    cached: list[Any] = [raw] if cache_raw else []
     outputs: list[Any] = []
     produced_by: dict[str, Any] = {}
     result = ReprocessResult(order=order, stages=len(stages), records_in=records_in)
     metric_totals: dict[str, int] = {}
+    stage_rejected = 0
     for i, stage in enumerate(stages, 1):
         for t in stage.internal_sinks:  # Kafka Streams sizes repartition topics like the writer's inputs
             counts[t] = repartition_partitions or max((counts.get(s, 1) for s in stage.source_topics), default=1)
@@ -403,6 +408,7 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
         for row in out.filter(F.col("kind") == "metrics").select("info").collect():
             m = json.loads(row["info"])
             result.records_processed += m["records_in"]
+            stage_rejected += m["rejected"]
             for k, v in m["metrics"].items():
                 metric_totals[k] = metric_totals.get(k, 0) + int(v)
         outputs.append(out)
@@ -415,7 +421,9 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
 
     last = Window.partitionBy("topic", "key").orderBy(F.col("partition").desc(), F.col("offset").desc())
     table = (updates.filter(F.col("key").isNotNull()).withColumn("_n", F.row_number().over(last))
-             .filter((F.col("_n") == 1) & F.col("value").isNotNull()).drop("_n"))
+             .filter((F.col("_n") == 1) & F.col("value").isNotNull()).drop("_n")
+             .persist(StorageLevel.MEMORY_AND_DISK))  # written, then counted: computed once
+    cached.append(table)
     stage_rejects = [o.filter(F.col("kind") == "reject").select(
         "topic", "partition", "offset", "timestamp", "key", "value", F.col("info").alias("error"), "source")
         for o in outputs]
@@ -423,7 +431,7 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
         "topic", "partition", "offset", "timestamp", "key", "value", "error", "source"), *stage_rejects])
     result.metrics = metric_totals
     result.dropped = _dropped(metric_totals)
-    result.rejected = pre_rejected + sum(o.filter(F.col("kind") == "reject").count() for o in outputs)
+    result.rejected = pre_rejected + stage_rejected  # each task's metrics row counts its rejects
     result.seconds = time.perf_counter() - t0
     return Computed(updates, table, rejects, result, cached)
 

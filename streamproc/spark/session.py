@@ -84,7 +84,7 @@ def spark_session(master: str | None = "local[2]", *, app_name: str = "streampro
         from .jars import fetch_jars
 
         settings["spark.jars"] = ",".join(str(p) for p in fetch_jars())
-    starts_jvm = SparkContext._active_spark_context is None and SparkContext._gateway is None  # noqa: SLF001
+    starts_jvm = SparkContext._active_spark_context is None and SparkContext._gateway is None
     if log_file and starts_jvm:
         _log_to_file(settings, log_file)
     settings.update(conf or {})

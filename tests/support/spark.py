@@ -211,7 +211,7 @@ def frame_updates(df: Any) -> list[Out]:
                 None if r["value"] is None else bytes(r["value"]), r["timestamp"]) for r in rows]
 
 
-def frame_table(df: Any) -> dict[tuple[str, bytes], tuple[bytes, int]]:
+def frame_table(df: Any) -> dict[tuple[str, bytes | None], tuple[bytes | None, int]]:
     return {(u.topic, u.key): (u.value, u.timestamp) for u in frame_updates(df)}
 
 
@@ -291,7 +291,7 @@ def drive(topology: Any, records: Sequence[In], application_id: str) -> tuple[li
     from streamproc.testing import TopologyTestDriver
 
     with TopologyTestDriver(topology, application_id=application_id, changelog=False) as d:
-        inputs = {}
+        inputs: dict[str, Any] = {}
         for r in records:
             topic = inputs.get(r.topic)
             if topic is None:
@@ -423,7 +423,7 @@ def standalone_cluster(work_dir: Path, *, workers: int = 2, cores: int = 1, memo
         while _alive_workers(web_url) < workers:
             dead = [(p, log) for p, log in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
-                p, log = dead[0] if dead else procs[0]
+                log = (dead[0] if dead else procs[0])[1]
                 raise RuntimeError(f"Spark standalone cluster did not start ({'exited: ' + log.name if dead else 'timeout'});"
                                    f" log tail of {log}:\n{_log_tail(log)}")
             time.sleep(0.3)
