@@ -2,7 +2,8 @@
 
 Defaults suit a small machine: ``local[2]``, ``spark.sql.shuffle.partitions=8``, 2 GiB driver memory,
 no web UI, the Kafka connector jars from :mod:`streamproc.spark.jars` on ``spark.jars`` (fetched on
-first use). Any ``conf`` entry overrides a default. ``master`` is any Spark master URL (``local[N]``,
+first use). Any ``conf`` entry overrides a default; under ``spark-submit`` (``master=None``) so does
+anything it was given, and on a non-local master ``spark.default.parallelism`` is left to Spark. ``master`` is any Spark master URL (``local[N]``,
 ``spark://HOST:PORT``, ``yarn``, ``k8s://...``), or None to take what ``spark-submit`` configured;
 make the jars available the same way. For ``local`` masters and a standalone master on the loopback
 interface (``spark://127.0.0.1:...`` / ``spark://localhost:...``) the driver binds to 127.0.0.1.
@@ -76,6 +77,14 @@ def spark_session(master: str | None = "local[2]", *, app_name: str = "streampro
     if master:
         builder = builder.master(master)
     settings = dict(DEFAULT_CONF)
+    if master is None and os.environ.get("PYSPARK_GATEWAY_PORT"):
+        # under spark-submit: what it was given wins over our defaults (the ``conf`` argument still wins)
+        from pyspark import SparkConf
+
+        submitted = {k for k, _ in SparkConf().getAll()}
+        settings = {k: v for k, v in settings.items() if k not in submitted}
+    if master and not master.startswith("local"):
+        settings.pop("spark.default.parallelism")  # on a cluster: Spark's default, the executors' total cores
     if master and master.startswith(LOOPBACK_MASTERS):
         # local mode or a standalone master on this machine: keep every socket on the loopback interface
         settings.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
@@ -84,7 +93,8 @@ def spark_session(master: str | None = "local[2]", *, app_name: str = "streampro
         from .jars import fetch_jars
 
         settings["spark.jars"] = ",".join(str(p) for p in fetch_jars())
-    starts_jvm = SparkContext._active_spark_context is None and SparkContext._gateway is None
+    starts_jvm = (SparkContext._active_spark_context is None and SparkContext._gateway is None
+                  and not os.environ.get("PYSPARK_GATEWAY_PORT"))  # under spark-submit its JVM runs already
     if log_file and starts_jvm:
         _log_to_file(settings, log_file)
     settings.update(conf or {})

@@ -2,7 +2,8 @@
 two one-core workers started from the installed pyspark on 127.0.0.1), compared with the same job
 on ``local[2]`` (the test session) and with the TopologyTestDriver / Tasks run in plain Python.
 
-The command runs in a subprocess (its own driver JVM, as a user runs it). Its topology modules are
+The command runs in a subprocess (its own driver JVM, as a user runs it): once as
+``streamproc reprocess --master spark://...``, once through ``spark-submit``. Its topology modules are
 not installed and the executors do not share the driver's working directory: the job ships them
 (a module written into a temporary directory the command runs from; the repository's
 ``topologies`` package for currency). The Parquet output is read back with pyarrow.
@@ -47,14 +48,25 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
         yield c
 
 
-def _reprocess_on(cluster: StandaloneCluster, cwd: Path, args: list[str]) -> str:
-    """``streamproc reprocess ARGS --master <cluster>`` in a subprocess from ``cwd``; its stdout."""
+def _reprocess_on(cluster: StandaloneCluster, cwd: Path, args: list[str], submit: bool = False) -> str:
+    """``streamproc reprocess ARGS --master <cluster>`` in a subprocess from ``cwd``, or with
+    ``submit`` the same through ``spark-submit --master <cluster>`` and streamproc.spark.submit;
+    its stdout."""
+    import pyspark
+
+    import streamproc.spark.submit
+
     conf = [x for k, v in cluster.conf.items() for x in ("--conf", f"{k}={v}")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_"))}
     env.pop("PYTHONPATH", None)  # nothing but the shipped module may make the topology importable
-    proc = subprocess.run([sys.executable, "-m", "streamproc.cli", "reprocess", *args,
-                           "--master", cluster.master_url, *conf, "-q"],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False)
+    if submit:
+        spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+        cmd = [str(spark_submit), "--master", cluster.master_url, *conf, "--conf",
+               f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+               streamproc.spark.submit.__file__, *args, "-q"]
+    else:
+        cmd = [sys.executable, "-m", "streamproc.cli", "reprocess", *args, "--master", cluster.master_url, *conf, "-q"]
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.stdout
@@ -96,15 +108,19 @@ def test_sessions_module_shipped_to_the_cluster_equal_local_and_the_driver(spark
     assert len(expected) > 1_000
 
 
-def test_currency_two_stages_on_the_cluster_equal_local_and_tasks_in_order(spark, cluster, tmp_path: Path) -> None:
+def test_currency_two_stages_submitted_to_the_cluster_equal_local_and_tasks_in_order(
+        spark, cluster, tmp_path: Path) -> None:
+    """Through spark-submit (streamproc.spark.submit as the application file): its master and
+    settings hold; the repository's topologies package is shipped by the job."""
     recs = gen_currency_input(20_000, partitions=P, seed=7)
     rates = write_jsonl(tmp_path / "rates.jsonl", [r for r in recs if r.topic == "rates"])
     payments = write_jsonl(tmp_path / "payments.jsonl", [r for r in recs if r.topic == "payments"])
     out = tmp_path / "out"
     inputs = [f"rates={rates}", f"payments={payments}"]
-    _reprocess_on(cluster, REPO, ["topologies.currency", *[x for i in inputs for x in ("--input", i)],
-                                  "--output", str(out), "--order", "offset", "--updates",
-                                  "--encoding", "binary", "--application-id", "currency"])
+    printed = _reprocess_on(cluster, REPO, ["topologies.currency", *[x for i in inputs for x in ("--input", i)],
+                                            "--output", str(out), "--order", "offset", "--updates",
+                                            "--encoding", "binary", "--application-id", "currency"], submit=True)
+    assert f"records in:       {len(recs)}" in printed
     on_cluster = _read_parquet_updates(out / "updates")
 
     comp = compute(spark, "topologies.currency", inputs, order="offset", application_id="currency", quiet=True)
