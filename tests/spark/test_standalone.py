@@ -84,7 +84,7 @@ def test_sessions_module_shipped_to_the_cluster_equal_local_and_the_driver(spark
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     (job_dir / "shipped_sessions.py").write_text((REPO / "topologies" / "sessions.py").read_text())
-    recs = gen_sessions_input(20_000, partitions=P, step_ms=2_000)
+    recs = gen_sessions_input(5_000, partitions=P, step_ms=2_000)
     path = write_jsonl(tmp_path / "clicks.jsonl", recs)
     out = tmp_path / "out"
     printed = _reprocess_on(cluster, job_dir, ["shipped_sessions", "--input", f"clicks={path}", "--output",
@@ -105,14 +105,14 @@ def test_sessions_module_shipped_to_the_cluster_equal_local_and_the_driver(spark
         outs, _ = drive(sessions.build(), event_time_order([r for r in recs if r.partition == p]), "sessions")
         expected.extend(outs)
     assert decode_with_sink_serdes(sessions.topology, on_cluster, "sessions") == expected
-    assert len(expected) > 1_000
+    assert len(expected) > 1_000, "sessions must close: timestamps span hours"
 
 
 def test_currency_two_stages_submitted_to_the_cluster_equal_local_and_tasks_in_order(
         spark, cluster, tmp_path: Path) -> None:
     """Through spark-submit (streamproc.spark.submit as the application file): its master and
     settings hold; the repository's topologies package is shipped by the job."""
-    recs = gen_currency_input(20_000, partitions=P, seed=7)
+    recs = gen_currency_input(5_000, partitions=P, seed=7)
     rates = write_jsonl(tmp_path / "rates.jsonl", [r for r in recs if r.topic == "rates"])
     payments = write_jsonl(tmp_path / "payments.jsonl", [r for r in recs if r.topic == "payments"])
     out = tmp_path / "out"
@@ -133,4 +133,4 @@ def test_currency_two_stages_submitted_to_the_cluster_equal_local_and_tasks_in_o
                                   tables=["rates"])
     assert rejected == 0
     assert on_cluster == sorted(ref, key=lambda u: u.topic)
-    assert len(on_cluster) > 15_000
+    assert len(on_cluster) > 4_000
