@@ -224,6 +224,7 @@ class _Runner:
                 if task.last_count == 0:
                     raise  # failed before any record: not a record error
                 failed = start + task.last_count - 1
+                self._drain()  # what the records before it produced comes first
                 self._reject(exc, topic, partition, offsets[failed], timestamps[failed], keys[failed],
                              values[failed], source)
                 # outputs forwarded before a processing error are kept (no rollback), as in the daemon
