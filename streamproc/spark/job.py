@@ -8,9 +8,11 @@ Plan (driver side):
    writes a topic it reads (repartition topics). Each one is a *stage*.
 3. For a stage: take its source topics' rows (inputs, or records earlier stages produced for it),
    range-partition them by Kafka partition (one task per partition, the sources co-partitioned),
-   sort within each Spark partition by ``(partition, order key)`` and run
-   :func:`streamproc.spark.engine.process_rows` over them in the executors: there the topology's
-   own operators and stores process every record. The order key implements
+   sort within each Spark partition by ``(partition, order key)`` (all on the JVM side) and run
+   :func:`streamproc.spark.engine.process_batches` over them with ``DataFrame.mapInArrow``: the
+   records reach the executors' Python workers as Arrow record batches, the topology's own
+   operators and stores process each batch through ``Task.process``, and the outputs come back as
+   Arrow record batches (no RDD of rows, no per-record Python object on the JVM side). The order key implements
    :mod:`streamproc.spark.ordering`. Records a stage writes to a topic a later stage reads carry
    their destination partition (Kafka's murmur2 partitioner), so the next stage's grouping is the
    Spark shuffle by key that replaces the repartition topic; see :func:`_stage_input` for the
@@ -33,11 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .engine import StagePlan, load_topology, process_rows
+from .engine import StagePlan, load_topology, process_batches
 from .ordering import ORDERS
 from .sources import ENCODINGS, InputSpec, OutputSpec, encode_column, parse_input, parse_output, read_input
 
-__all__ = ["ReprocessResult", "Stage", "compute", "plan_stages", "reprocess", "table_topics"]
+__all__ = ["ReprocessResult", "Stage", "compute", "module_archive", "plan_stages", "reprocess", "table_topics"]
 
 
 @dataclass(frozen=True)
@@ -158,6 +160,64 @@ def _module_root(module: str) -> tuple[str, ...]:
     for _ in range(module.count(".") + (1 if Path(origin).name == "__init__.py" else 0)):
         root = root.parent
     return (str(root),)
+
+
+def _installed(path: Path) -> bool:
+    return any(part in ("site-packages", "dist-packages") for part in path.parts)
+
+
+def module_archive(module: str, dest_dir: str | Path) -> Path | None:
+    """A zip of the topology module's top-level package (or its single file) for the executors'
+    ``sys.path``, written into ``dest_dir``; None when the module was imported from an installed
+    distribution (site-/dist-packages: the executors need it installed too) or is not a file.
+
+    Only ``.py``/``.pyi`` files and ``py.typed`` go in (no ``__pycache__``, no compiled
+    extensions: those must be installed on the executors)."""
+    import zipfile
+
+    name = module.partition(":")[0]
+    top = name.split(".", 1)[0]
+    roots = _module_root(name)
+    if not roots:
+        return None
+    root = Path(roots[0])
+    pkg, single = root / top, root / f"{top}.py"
+    if _installed(root) or not (pkg.is_dir() or single.is_file()):
+        return None
+    dest = Path(dest_dir) / f"streamproc-topology-{top}.zip"
+    with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
+        if pkg.is_dir():
+            for f in sorted(pkg.rglob("*")):
+                if f.is_file() and "__pycache__" not in f.parts and (f.suffix in (".py", ".pyi")
+                                                                     or f.name == "py.typed"):
+                    zf.write(f, str(f.relative_to(root)))
+        else:
+            zf.write(single, single.name)
+    return dest
+
+
+_SHIPPED: dict[tuple[int, str], bool] = {}
+
+
+def _ship_module(spark: Any, module: str) -> tuple[str, ...]:
+    """Make the topology module importable by the Python workers; the ``StagePlan.sys_path`` to use.
+
+    Local mode: the workers run on this machine, so the directory the driver imported the module
+    from is put on their path. Any other master: the module's top-level package (or file) is zipped
+    and added with ``SparkContext.addPyFile`` once per context (the executors do not share the
+    driver's directories); a module imported from an installed distribution is not shipped."""
+    sc = spark.sparkContext
+    if sc.master.startswith("local"):
+        return _module_root(module)
+    key = (id(sc), module.partition(":")[0].split(".", 1)[0])
+    if key not in _SHIPPED:
+        import tempfile
+
+        archive = module_archive(module, tempfile.mkdtemp(prefix="streamproc-ship-"))
+        if archive is not None:
+            sc.addPyFile(str(archive))
+        _SHIPPED[key] = True
+    return ()
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,11 +364,16 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
     app_id, stages, produced, external = check_inputs(topology, module, specs, application_id)
     tables = table_topics(topology)
     internal_topics = repartition_topics(topology, app_id)
+    sys_path = _ship_module(spark, module)
     t0 = time.perf_counter()
 
     raw = _union([read_input(spark, s, encoding=encoding, bootstrap_servers=bootstrap_servers,
                              kafka_options=dict(kafka_options or {})) for s in specs])
-    raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
+    # Kafka inputs are read once (a second read could see records appended meanwhile) and JSON is
+    # parsed once; Parquet files are cheaper to read again than to cache
+    cache_raw = any(s.kind != "parquet" for s in specs)
+    if cache_raw:
+        raw = raw.persist(StorageLevel.MEMORY_AND_DISK)
     stats = raw.groupBy("topic").agg(F.count(F.lit(1)).alias("n"), F.max("partition").alias("p"),
                                      F.count("error").alias("bad")).collect()
     counts = {r["topic"]: int(r["p"]) + 1 if r["p"] is not None else 1 for r in stats}
@@ -317,11 +382,12 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
     _log(f"reprocess {module}: {records_in} input records ({pre_rejected} unreadable) from "
          f"{', '.join(map(str, specs))}; order={order}; {len(stages)} stage(s)", quiet)
     valid = raw.filter(F.col("error").isNull())
-    cached: list[Any] = [raw]
+    cached: list[Any] = [raw] if cache_raw else []
     outputs: list[Any] = []
     produced_by: dict[str, Any] = {}
     result = ReprocessResult(order=order, stages=len(stages), records_in=records_in)
     metric_totals: dict[str, int] = {}
+    stage_rejected = 0
     for i, stage in enumerate(stages, 1):
         for t in stage.internal_sinks:  # Kafka Streams sizes repartition topics like the writer's inputs
             counts[t] = repartition_partitions or max((counts.get(s, 1) for s in stage.source_topics), default=1)
@@ -333,15 +399,16 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
         n_parts = max((counts.get(t, 1) for t in stage.source_topics), default=1)
         ordered = _ordered(stage_in, order, len(stage.source_topics), tables, n_parts)
         plan = StagePlan(module, app_id, stage.subtopology_id,
-                         {t: counts[t] for t in stage.internal_sinks}, _module_root(module))
-        rdd = ordered.select(*_FED).rdd.mapPartitions(functools.partial(process_rows, plan))
-        out = spark.createDataFrame(rdd, _out_schema(), verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
+                         {t: counts[t] for t in stage.internal_sinks}, sys_path)
+        out = (ordered.select(*_FED).mapInArrow(functools.partial(process_batches, plan), _out_schema())
+               .persist(StorageLevel.MEMORY_AND_DISK))
         cached.append(out)
         _log(f"stage {i}/{len(stages)}: sub-topology {stage.subtopology_id} reads "
              f"{', '.join(stage.source_topics)} over {n_parts} partition(s)", quiet)
         for row in out.filter(F.col("kind") == "metrics").select("info").collect():
             m = json.loads(row["info"])
             result.records_processed += m["records_in"]
+            stage_rejected += m["rejected"]
             for k, v in m["metrics"].items():
                 metric_totals[k] = metric_totals.get(k, 0) + int(v)
         outputs.append(out)
@@ -354,7 +421,9 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
 
     last = Window.partitionBy("topic", "key").orderBy(F.col("partition").desc(), F.col("offset").desc())
     table = (updates.filter(F.col("key").isNotNull()).withColumn("_n", F.row_number().over(last))
-             .filter((F.col("_n") == 1) & F.col("value").isNotNull()).drop("_n"))
+             .filter((F.col("_n") == 1) & F.col("value").isNotNull()).drop("_n")
+             .persist(StorageLevel.MEMORY_AND_DISK))  # written, then counted: computed once
+    cached.append(table)
     stage_rejects = [o.filter(F.col("kind") == "reject").select(
         "topic", "partition", "offset", "timestamp", "key", "value", F.col("info").alias("error"), "source")
         for o in outputs]
@@ -362,7 +431,7 @@ def compute(spark: Any, module: str, inputs: Sequence[InputSpec | str], *, order
         "topic", "partition", "offset", "timestamp", "key", "value", "error", "source"), *stage_rejects])
     result.metrics = metric_totals
     result.dropped = _dropped(metric_totals)
-    result.rejected = pre_rejected + sum(o.filter(F.col("kind") == "reject").count() for o in outputs)
+    result.rejected = pre_rejected + stage_rejected  # each task's metrics row counts its rejects
     result.seconds = time.perf_counter() - t0
     return Computed(updates, table, rejects, result, cached)
 

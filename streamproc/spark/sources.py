@@ -94,6 +94,8 @@ def parse_input(text: str) -> InputSpec:
     if not sep or not topic or not source:
         raise ValueError(f"--input {text!r} must be TOPIC=SOURCE (kafka:NAME, json:PATH, parquet:PATH or PATH)")
     kind, loc = _split(source, f"--input {text!r} source")
+    if kind is None and "://" in loc:
+        raise ValueError(f"--input {text!r}: a URL needs its format: {topic}=parquet:{loc} or {topic}=json:{loc}")
     if kind is None:
         if not glob.glob(loc):
             raise ValueError(f"--input {text!r}: no file or directory matches {loc!r}")

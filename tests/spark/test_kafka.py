@@ -103,5 +103,5 @@ def test_a_missing_input_topic_is_one_line_before_spark_starts(kafka_bootstrap, 
                          check=False)
     lines = [line for line in (out.stdout + out.stderr).splitlines() if line.strip()]
     assert out.returncode == 2, out.stderr[-3000:]
-    assert lines == [f"streamproc reprocess: error: input topic(s) '{missing}' do not exist on {kafka_bootstrap}; "
-                     f"create them or fix --input"], lines[:20]
+    assert lines == [(f"streamproc reprocess: error: input topic(s) '{missing}' do not exist on {kafka_bootstrap}; "
+                      f"create them or fix --input")], lines[:20]

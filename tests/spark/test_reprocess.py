@@ -318,3 +318,58 @@ def test_user_processor_dedup_equals_tasks_run_in_order(spark, tmp_path: Path) -
         ref, _ = run_reference(dedup_topology.build(), recs, order=order, application_id="dedup_topology")
         assert got == sorted(ref, key=lambda u: u.topic), order
         assert 100 < len(got) < 5_000 - 100, "some clicks are duplicates, some not"
+
+
+def _wordcount_input(n: int) -> list[In]:
+    import random
+
+    from tests.support.spark import assign_positions
+
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(300)]
+    rows = [("sentences", f"s{i % 97}".encode(), " ".join(rng.choice(words) for _ in range(rng.randrange(1, 6))).encode(),
+             1_700_000_000_000 + i * 10 - rng.randrange(50)) for i in range(n)]
+    return assign_positions(rows, P)
+
+
+def _pageviews_input(n: int) -> list[In]:
+    import random
+
+    from tests.support.spark import assign_positions
+
+    rng = random.Random(4)
+    rows = []
+    for i in range(n):
+        user = f"u{rng.randrange(500):04d}".encode()
+        ts = 1_700_000_000_000 + i * 200 - rng.randrange(30_000)
+        if rng.random() < 0.3:
+            rows.append(("ad-clicks", user, json.dumps({"ad": f"a{rng.randrange(40)}"}).encode(), ts))
+        else:
+            rows.append(("page-views", user, json.dumps({"page": f"/p{rng.randrange(60)}"}).encode(), ts))
+    return assign_positions(rows, P)
+
+
+@pytest.mark.parametrize("name", ["wordcount", "pageviews"])
+def test_other_example_topologies_equal_tasks_run_in_order(spark, tmp_path: Path, name: str) -> None:
+    """topologies.wordcount (a repartition by word, then a count) and topologies.pageviews (a
+    windowed left join of two streams, a repartition by page, then windowed counts): both orders."""
+    import importlib
+
+    recs = _wordcount_input(20_000) if name == "wordcount" else _pageviews_input(20_000)
+    topics = sorted({r.topic for r in recs})
+    inputs = [f"{t}={write_jsonl(tmp_path / f'{t}.jsonl', [r for r in recs if r.topic == t])}" for t in topics]
+    for order in ("offset", "event-time"):
+        comp = compute(spark, f"topologies.{name}", inputs, order=order, application_id=name, quiet=True)
+        try:
+            got = frame_updates(comp.updates)
+            table = frame_table(comp.table)
+            res = comp.result
+        finally:
+            comp.unpersist()
+        ref, rejected = run_reference(importlib.import_module(f"topologies.{name}").build(), recs, order=order,
+                                      application_id=name)
+        assert rejected == 0 and res.rejected == 0
+        assert res.stages == 2
+        assert got == sorted(ref, key=lambda u: u.topic), order
+        assert table == final_table(ref)
+        assert len(got) > 1_000

@@ -18,6 +18,7 @@ import base64
 import json
 import random
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -121,11 +122,13 @@ def _order(records: list[In], order: str, tables: Sequence[str]) -> list[In]:
 
 
 def run_reference(topology: Any, records: Sequence[In], *, order: str = "offset", application_id: str = "ref",
-                  tables: Sequence[str] = ()) -> tuple[list[Out], int]:
+                  tables: Sequence[str] = (), batch: int = 1) -> tuple[list[Out], int]:
     """Updates of every non-repartition sink, per task in production order; and the rejected count.
 
     Each task partition's outputs are listed in production order; tasks in (stage, partition)
-    order. Unreadable records (SerializationError) are skipped and counted.
+    order. Unreadable records (SerializationError) are skipped and counted. ``batch`` > 1 hands the
+    task runs of up to that many consecutive records of one topic per ``Task.process`` call (as the
+    daemon and the Spark job do); the result is the same.
     """
     from streamproc.engine.partitioning import partition_for, to_bytes
     from streamproc.engine.task import Task
@@ -157,20 +160,31 @@ def run_reference(topology: Any, records: Sequence[In], *, order: str = "offset"
         for p in sorted({r.partition for r in mine}):
             task = Task(topology, stage.subtopology_id, p, application_id, changelog=False)
             seq = 0
-            for r in _order([r for r in mine if r.partition == p], order, tables):
-                try:
-                    task.process(r.topic, p, [_Rec(r.key, r.value, r.timestamp, (), r.offset, r.topic, p)])
-                except (SerializationError, ProcessingError):
-                    rejected += 1
-                for o in task.drain_outputs():
-                    k, v = to_bytes(o.key, "key"), to_bytes(o.value, "value")
-                    if o.topic in stage.internal_sinks:
-                        dest = partition_for(k, counts[o.topic])
-                        pending.setdefault(o.topic, []).append(
-                            (o.timestamp, p, seq, In(o.topic, dest, 0, o.timestamp, k, v)))
-                    if o.topic not in internal:
-                        updates.append(Out(o.topic, k, v, o.timestamp))
-                    seq += 1
+            ordered = _order([r for r in mine if r.partition == p], order, tables)
+            i = 0
+            while i < len(ordered):
+                j = i + 1
+                while j < len(ordered) and j - i < batch and ordered[j].topic == ordered[i].topic:
+                    j += 1
+                run = [_Rec(r.key, r.value, r.timestamp, (), r.offset, r.topic, p) for r in ordered[i:j]]
+                start = 0
+                while start < len(run):
+                    try:
+                        task.process(run[0].topic, p, run[start:] if start else run)
+                        start = len(run)
+                    except (SerializationError, ProcessingError):
+                        rejected += 1
+                        start += task.last_count
+                    for o in task.drain_outputs():
+                        k, v = to_bytes(o.key, "key"), to_bytes(o.value, "value")
+                        if o.topic in stage.internal_sinks:
+                            dest = partition_for(k, counts[o.topic])
+                            pending.setdefault(o.topic, []).append(
+                                (o.timestamp, p, seq, In(o.topic, dest, 0, o.timestamp, k, v)))
+                        if o.topic not in internal:
+                            updates.append(Out(o.topic, k, v, o.timestamp))
+                        seq += 1
+                i = j
             task.close()
     return updates, rejected
 
@@ -197,7 +211,7 @@ def frame_updates(df: Any) -> list[Out]:
                 None if r["value"] is None else bytes(r["value"]), r["timestamp"]) for r in rows]
 
 
-def frame_table(df: Any) -> dict[tuple[str, bytes], tuple[bytes, int]]:
+def frame_table(df: Any) -> dict[tuple[str, bytes | None], tuple[bytes | None, int]]:
     return {(u.topic, u.key): (u.value, u.timestamp) for u in frame_updates(df)}
 
 
@@ -277,7 +291,7 @@ def drive(topology: Any, records: Sequence[In], application_id: str) -> tuple[li
     from streamproc.testing import TopologyTestDriver
 
     with TopologyTestDriver(topology, application_id=application_id, changelog=False) as d:
-        inputs = {}
+        inputs: dict[str, Any] = {}
         for r in records:
             topic = inputs.get(r.topic)
             if topic is None:
@@ -293,3 +307,129 @@ def drive(topology: Any, records: Sequence[In], application_id: str) -> tuple[li
             outs.extend((name, rec.key, rec.value, rec.timestamp) for rec in d.output_topic(name).read_records())
         dropped = int(d.metrics.get("dropped_records", 0))
     return outs, dropped
+
+
+# --------------------------------------------------------------------------------------------
+# A Spark standalone cluster on 127.0.0.1, from the installed pyspark's own jars and scripts
+# --------------------------------------------------------------------------------------------
+
+
+class StandaloneCluster(NamedTuple):
+    """A running standalone cluster: ``master_url`` (``spark://127.0.0.1:PORT``) for ``--master``;
+    ``conf``: the settings a job needs to fit it (executor cores/memory, total cores);
+    ``pids``: master first, then the workers; ``work_dir``: logs and the workers' directories."""
+
+    master_url: str
+    web_url: str
+    conf: dict[str, str]
+    pids: list[int]
+    work_dir: Path
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive_workers(web_url: str) -> int:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{web_url}/json/", timeout=2) as resp:
+            return int(json.load(resp).get("aliveworkers", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+_LOG4J2_DAEMON = """\
+rootLogger.level = info
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+
+@contextmanager
+def standalone_cluster(work_dir: Path, *, workers: int = 2, cores: int = 1, memory_mib: int = 1024,
+                       executor_memory_mib: int = 512, start_timeout_s: float = 90.0) -> Any:
+    """Start a Spark standalone master and ``workers`` workers (``cores`` cores and ``memory_mib``
+    each) with ``spark-class`` from the installed pyspark (``$SPARK_HOME`` = the pyspark package
+    directory), every socket on 127.0.0.1, logs and worker directories under ``work_dir``; yield
+    a :class:`StandaloneCluster` once the master sees every worker; on exit stop the processes by
+    their own pids (SIGTERM, then SIGKILL after 20 s), workers first. Raises ``RuntimeError`` with
+    the daemon's log tail when the cluster does not come up in ``start_timeout_s``."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).resolve().parent
+    spark_class = spark_home / "bin" / "spark-class"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    log4j = work_dir / "log4j2.properties"
+    log4j.write_text(_LOG4J2_DAEMON)
+    env = dict(os.environ, SPARK_HOME=str(spark_home), SPARK_LOCAL_IP="127.0.0.1", SPARK_MASTER_HOST="127.0.0.1",
+               SPARK_DAEMON_MEMORY="256m", SPARK_LOG_DIR=str(work_dir), SPARK_NO_DAEMONIZE="1",
+               SPARK_DAEMON_JAVA_OPTS=f"-Dlog4j2.configurationFile=file:{log4j}")
+    port, web_port = _free_port(), _free_port()
+    master_url, web_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web_port}"
+    procs: list[tuple[subprocess.Popen, Path]] = []
+
+    def start(name: str, args: list[str]) -> None:
+        log = work_dir / f"{name}.log"
+        with log.open("wb") as out:
+            # spark-class execs java: the pid is the JVM's own
+            procs.append((subprocess.Popen([str(spark_class), *args], env=env, stdout=out,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log))
+
+    def stop() -> None:
+        for proc, _ in reversed(procs):  # workers (and with them their executors) first
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc, _ in reversed(procs):
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    try:
+        start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                         "--webui-port", str(web_port)])
+        for i in range(workers):
+            wdir = work_dir / f"worker-{i}"
+            wdir.mkdir(exist_ok=True)
+            start(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+                                  "--cores", str(cores), "--memory", f"{memory_mib}m",
+                                  "--webui-port", str(_free_port()), "--work-dir", str(wdir), master_url])
+        deadline = time.monotonic() + start_timeout_s
+        while _alive_workers(web_url) < workers:
+            dead = [(p, log) for p, log in procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                log = (dead[0] if dead else procs[0])[1]
+                raise RuntimeError(f"Spark standalone cluster did not start ({'exited: ' + log.name if dead else 'timeout'});"
+                                   f" log tail of {log}:\n{_log_tail(log)}")
+            time.sleep(0.3)
+        conf = {"spark.executor.cores": str(cores), "spark.executor.memory": f"{executor_memory_mib}m",
+                "spark.cores.max": str(workers * cores), "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1"}
+        yield StandaloneCluster(master_url, web_url, conf, [p.pid for p, _ in procs], work_dir)
+    finally:
+        stop()
