@@ -99,13 +99,26 @@ def _kind(pid: int) -> str | None:
     return None
 
 
+def _cpu_ticks(pid: int) -> int:
+    """User + system CPU time of ``pid`` so far (clock ticks; 0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 class RssSampler:
     """Peak of the summed resident set (VmRSS) of the JVMs and of the Python workers among the
-    descendants of ``roots`` (this process excluded), sampled every ``interval`` seconds."""
+    descendants of ``roots`` (this process excluded), sampled every ``interval`` seconds; and the
+    CPU seconds they used meanwhile (:attr:`cpu_seconds`: per process, last sample minus first; a
+    worker's CPU before its first sample or after its last is missed)."""
 
     def __init__(self, roots: list[int], interval: float = 0.2) -> None:
         self.roots, self.interval = roots, interval
         self.peak = {"jvm": 0, "python": 0}
+        self._first: dict[int, int] = {}
+        self._last: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -116,12 +129,19 @@ class RssSampler:
             kind = _kind(pid) if pid != me else None
             if kind:
                 total[kind] += _status_kib(pid, "VmRSS")
+                ticks = _cpu_ticks(pid)
+                self._first.setdefault(pid, ticks)
+                self._last[pid] = max(self._last.get(pid, 0), ticks)
         for k, v in total.items():
             self.peak[k] = max(self.peak[k], v)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self._last[p] - self._first[p] for p in self._last) / os.sysconf("SC_CLK_TCK")
 
     def __enter__(self) -> Self:
         self._sample()
@@ -161,7 +181,8 @@ def child(master: str, jobs: list[dict[str, Any]], warmups: list[dict[str, Any]]
             seconds = time.perf_counter() - t0
         results.append({"name": job["name"], "n": job["n"], "seconds": seconds, "records_out": res.records_out,
                         "table_rows": res.table_rows, "records_in": res.records_in,
-                        "jvm_mib": rss.peak["jvm"] / 1024, "python_mib": rss.peak["python"] / 1024})
+                        "jvm_mib": rss.peak["jvm"] / 1024, "python_mib": rss.peak["python"] / 1024,
+                        "cpu_s": rss.cpu_seconds})
     spark.stop()
     return {"master": master, "startup": startup, "warmup": warmup, "jobs": results}
 
@@ -313,7 +334,8 @@ def main() -> int:
                     per_master.setdefault(j["name"], {})[master] = r
                     print(f"{j['name']} {n:,} on {master}: job {r['seconds']:.1f} s ({n / r['seconds']:,.0f} "
                           f"records/s), {r['records_out']:,} updates = in-process, peak RSS JVM "
-                          f"{r['jvm_mib']:,.0f} MiB, Python workers {r['python_mib']:,.0f} MiB", flush=True)
+                          f"{r['jvm_mib']:,.0f} MiB, Python workers {r['python_mib']:,.0f} MiB; CPU of JVMs and workers "
+                          f"{r['cpu_s']:.1f} s = {r['cpu_s'] / r['seconds']:.2f} cores busy", flush=True)
                     shutil.rmtree(sj["out"], ignore_errors=True)
             for j in jobs:
                 tables = {m: r["table_digest"] for m, r in per_master[j["name"]].items()}
