@@ -5,7 +5,7 @@ Importing this package does not import PySpark; the functions below do, when cal
 
 from __future__ import annotations
 
-from .engine import StagePlan, load_topology, process_batches, process_rows
+from .engine import StagePlan, load_topology, process_batches
 from .jars import fetch_jars, installed_jars, jar_dir
 from .job import Computed, ReprocessResult, compute, plan_stages, reprocess
 from .ordering import ORDERS, event_time_order, offset_order
@@ -30,7 +30,6 @@ __all__ = [
     "parse_output",
     "plan_stages",
     "process_batches",
-    "process_rows",
     "reprocess",
     "spark_session",
 ]

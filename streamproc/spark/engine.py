@@ -3,8 +3,8 @@
 :func:`process_batches` is what every Spark partition runs (through ``DataFrame.mapInArrow``): it
 receives the partition's rows as Arrow record batches, already sorted by ``(partition, <order
 key>)`` on the JVM side, and returns Arrow record batches in the layout of :data:`OUT_FIELDS`.
-:func:`process_rows` is the same contract over plain row objects (tests and small tools). Both
-share one loop, :class:`_Runner`; neither imports PySpark (``process_batches`` imports pyarrow).
+The loop itself is :class:`_Runner`; nothing here imports PySpark (``process_batches`` imports
+pyarrow).
 
 The loop imports the user's topology module by name, builds the topology once per Python worker,
 and for every task partition found in its input creates a :class:`streamproc.engine.task.Task`
@@ -52,7 +52,7 @@ from ..errors import ProcessingError, SerializationError
 from ..records import Record
 
 __all__ = ["IN_FIELDS", "OUT_FIELDS", "StagePlan", "arrow_out_schema", "load_topology", "process_batches",
-           "process_rows", "wire_bytes"]
+           "wire_bytes"]
 
 #: Columns :func:`process_batches` reads (``source`` may be absent or null).
 IN_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "source")
@@ -289,29 +289,3 @@ def process_batches(plan: StagePlan, batches: Iterable[Any]) -> Iterator[Any]:
     if len(runner.out):
         yield batch()
 
-
-def process_rows(plan: StagePlan, rows: Iterable[Any]) -> Iterator[tuple]:
-    """:func:`process_batches` over row objects: ``rows`` have ``topic, partition, offset,
-    timestamp, key, value`` attributes and optionally ``source`` (any namedtuple), sorted by
-    partition and then in task order; yields tuples in the order of :data:`OUT_FIELDS`. Rows are
-    fed in chunks of 4096, so the task sees the same runs a batch would give."""
-    runner = _Runner(plan)
-    chunk: list[Any] = []
-
-    def flush() -> Iterator[tuple]:
-        runner.feed([r.topic for r in chunk], [int(r.partition) for r in chunk], [int(r.offset) for r in chunk],
-                    [int(r.timestamp) for r in chunk],
-                    [None if r.key is None else bytes(r.key) for r in chunk],
-                    [None if r.value is None else bytes(r.value) for r in chunk],
-                    [getattr(r, "source", None) for r in chunk])
-        chunk.clear()
-        yield from zip(*runner.out.take())
-
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= 4096:
-            yield from flush()
-    if chunk:
-        yield from flush()
-    runner.finish()
-    yield from zip(*runner.out.take())
