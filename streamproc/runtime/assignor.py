@@ -67,10 +67,11 @@ class TaskOwners:
 class GroupView:
     """What this member learnt from its last assignment."""
 
+    #: an assignment of ours was received (False before the first one, or when it was not understood)
     generation_known: bool = False
     active: frozenset[TaskId] = frozenset()
     standby: frozenset[TaskId] = frozenset()
-    #: per task: index of the active's server and of each standby's, into :attr:`servers`
+    #: per task: the servers of its active and standby owners
     owners: dict[TaskId, TaskOwners] = field(default_factory=dict)
     #: number of tasks (partitions) per sub-topology
     partitions: dict[int, int] = field(default_factory=dict)

@@ -74,28 +74,23 @@ class QueryBackend(Protocol):
     @property
     def application_server(self) -> str:
         """This instance's advertised ``host:port``."""
-        ...
 
     @property
     def topology(self) -> Any:
         """The running :class:`~streamproc.dsl.Topology`."""
-        ...
 
     @property
     def application_id(self) -> str:
-        ...
+        """The application id (it names the internal topics the topology's stores use)."""
 
     def task_partitions(self, subtopology: int) -> int | None:
         """How many tasks (partitions) sub-topology ``subtopology`` has; None while unknown."""
-        ...
 
     def owners(self, task: TaskId) -> TaskOwners:
         """The active and standby owners of ``task`` in the group's last assignment."""
-        ...
 
     def local_task(self, task: TaskId) -> tuple[str, Task] | None:
         """``("running" | "restoring", task)`` when ``task`` is active on this instance, else None."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,7 @@ class TaskManager:
         for tid in sorted(wanted):
             kept = self.idle.get(tid)
             if kept is None:
-                self._open_standby(tid, None, None)
+                self._open_standby(tid)
             elif kept.state is TaskState.SUSPENDED:
                 self._follow(kept, kept.positions)
         for tid, kept in sorted(self.idle.items()):
@@ -211,13 +211,7 @@ class TaskManager:
                 self.close(mt, "revoked")
 
     def _suspend(self, mt: ManagedTask, positions: dict[TopicPartition, int]) -> None:
-        for tp in mt.inputs:
-            self.progress.close_partition(tp)
-        self.export_metrics([mt])
-        mt.buffer.clear()
-        mt.paused.clear()
-        self.registry.remove(mt.id)
-        self.failed.discard(mt.id)
+        self._detach(mt)
         self._park(self._successor(mt, mt.inputs), positions)
         log.info("task %s suspended (state kept for %d ms)", mt.id, self.config.suspended_task_retention_ms)
 
@@ -267,16 +261,16 @@ class TaskManager:
         self.close(mt, "kept state discarded")
         self.open(mt.id, tps)
 
-    def _open_standby(self, tid: TaskId, stores: Any, positions: dict[TopicPartition, int] | None) -> None:
+    def _open_standby(self, tid: TaskId) -> None:
+        """A new standby of ``tid``: empty stores that follow its changelogs from the beginning."""
         cfg = self.config
-        task = Task(self.topology, tid.subtopology, tid.partition, cfg.application_id, changelog=cfg.changelog_enabled,
-                    stores=stores)
+        task = Task(self.topology, tid.subtopology, tid.partition, cfg.application_id, changelog=cfg.changelog_enabled)
         tps = {TopicPartition(t, tid.partition) for t in self._subtopology_sources[tid.subtopology]}
         mt = ManagedTask(task, frozenset(tps), PartitionGroup(tps, 1, 0))
         if not task.changelog_topics:
             task.close()
             return
-        self._follow(mt, positions)
+        self._follow(mt, None)
 
     def _follow(self, mt: ManagedTask, positions: dict[TopicPartition, int] | None) -> None:
         mt.state = TaskState.STANDBY
@@ -289,7 +283,7 @@ class TaskManager:
         if self.idle.get(mt.id) is not mt:
             return
         self._close_idle(mt, "kept state discarded")
-        self._open_standby(mt.id, None, None)
+        self._open_standby(mt.id)
 
     def _close_idle(self, mt: ManagedTask, reason: str) -> None:
         if self.idle.get(mt.id) is mt:
@@ -378,17 +372,22 @@ class TaskManager:
         if mt.state is TaskState.CLOSED:
             return
         self.restorer.remove(mt.id)
+        self._detach(mt)
+        mt.task.close()
+        mt.state = TaskState.CLOSED
+        self.update_gauges()
+        log.info("task %s closed (%s)", mt.id, reason)
+
+    def _detach(self, mt: ManagedTask) -> None:
+        """Take ``mt`` out of the running set: its pending acks, drop counters, buffered input,
+        registry entry and failure mark (its stores are the caller's business)."""
         for tp in mt.inputs:
             self.progress.close_partition(tp)
         self.export_metrics([mt])
         mt.buffer.clear()
         mt.paused.clear()
-        mt.task.close()
-        mt.state = TaskState.CLOSED
         self.registry.remove(mt.id)
         self.failed.discard(mt.id)
-        self.update_gauges()
-        log.info("task %s closed (%s)", mt.id, reason)
 
     def close_all(self, reason: str) -> None:
         for mt in self.registry:
