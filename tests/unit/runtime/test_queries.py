@@ -469,7 +469,8 @@ async def test_port_is_the_bound_ephemeral_port_and_stop_releases_it() -> None:
             await taken.start()
         t0 = time.monotonic()
         await server.stop()
-        assert time.monotonic() - t0 < SHUTDOWN_TIMEOUT_S + 0.5
+        # bounded by our SHUTDOWN_TIMEOUT_S, not aiohttp's default 60 s (the margin absorbs a loaded machine)
+        assert time.monotonic() - t0 < SHUTDOWN_TIMEOUT_S + 20
     again = QueryServer(backend, "127.0.0.1", port)
     await again.start()
     assert again.port == port
